@@ -45,7 +45,9 @@ func (k Kind) String() string {
 }
 
 // IsFault reports whether k counts as a fault at all (not KindNone, KindControl or KindCanceled).
-func (k Kind) IsFault() bool { return k != KindNone && k != KindControl && k != KindCanceled && k < numKinds }
+func (k Kind) IsFault() bool {
+	return k != KindNone && k != KindControl && k != KindCanceled && k < numKinds
+}
 
 // MarshalText encodes k as its lowercase name.
 func (k Kind) MarshalText() ([]byte, error) {

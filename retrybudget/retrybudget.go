@@ -10,6 +10,10 @@ package retrybudget
 
 import (
 	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/cycled/cycled/clock"
@@ -68,26 +72,175 @@ func (f optionFunc) apply(r *Runner) { f(r) }
 func WithClock(c clock.Clock) Option { return optionFunc(func(r *Runner) { r.clock = clock.Or(c) }) }
 
 // WithRand sets the source of jitter: a function returning a uniform float in [0, 1).
-// Default: math/rand/v2's Float64.
+// Default: math/rand/v2's Float64. A Runner calls f under its own lock, so f need not be
+// safe for concurrent use.
 func WithRand(f func() float64) Option { return optionFunc(func(r *Runner) { r.rand = f }) }
 
 // Runner runs attempts under budgets. It is safe for concurrent use.
 type Runner struct {
 	clock clock.Clock
-	rand  func() float64
+	rand  func() float64 // nil means math/rand/v2's Float64
+	mu    sync.Mutex     // serialises calls to a custom rand
 }
 
 // New returns a Runner.
-func New(opts ...Option) *Runner { panic("todo") }
+func New(opts ...Option) *Runner {
+	r := &Runner{}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(r)
+		}
+	}
+	r.clock = clock.Or(r.clock)
+	return r
+}
 
 // Run calls attempt (with n = 1, 2, …) until it succeeds, fails with a kind that is not
 // retryable, the attempts are used up, or the time is. It never returns before the last
 // started attempt has returned; it allocates nothing when the first attempt succeeds and
 // ctx already carries the effective deadline.
+//
+// When the next backoff, clamped to the time left, would leave no time for another
+// attempt, Run returns at once (BudgetExhausted) rather than sleeping to the deadline. A
+// panic in attempt is not recovered: it propagates to the caller of Run.
 func (r *Runner) Run(ctx context.Context, b Budget, attempt func(ctx context.Context, n int) error) Result {
-	panic("todo")
+	c := clock.Or(r.clock)
+	now := c.Now()
+	deadline, hasDeadline := ctx.Deadline()
+	if b.Budget > 0 {
+		if bd := now.Add(b.Budget); !hasDeadline || bd.Before(deadline) {
+			return r.runUntil(ctx, c, bd, b, attempt)
+		}
+	}
+	return r.run(ctx, c, now, deadline, hasDeadline, b, attempt)
 }
+
+// runUntil derives the context carrying the budget's deadline and runs under it. It is a
+// separate function so that the path without a derived context has no deferred call.
+func (r *Runner) runUntil(ctx context.Context, c clock.Clock, deadline time.Time, b Budget, attempt func(ctx context.Context, n int) error) Result {
+	ctx, cancel := c.WithDeadline(ctx, deadline)
+	defer cancel()
+	return r.run(ctx, c, c.Now(), deadline, true, b, attempt)
+}
+
+// run is the attempt loop. ctx carries deadline when hasDeadline is set; now is the time
+// the run started.
+func (r *Runner) run(ctx context.Context, c clock.Clock, now, deadline time.Time, hasDeadline bool, b Budget, attempt func(ctx context.Context, n int) error) Result {
+	if hasDeadline && !now.Before(deadline) {
+		return Result{Err: context.DeadlineExceeded, Kind: fault.KindTransient, BudgetExhausted: true}
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{Err: err, Kind: fault.ClassifyIn(ctx, err), BudgetExhausted: errors.Is(err, context.DeadlineExceeded)}
+	}
+	maxAttempts := max(b.MaxAttempts, 1)
+	retryable := b.Retryable
+	if retryable.Empty() {
+		retryable = fault.SetOf(fault.KindTransient)
+	}
+	var res Result
+	for n := 1; ; n++ {
+		res.Attempts = n
+		err := attempt(ctx, n)
+		if err == nil {
+			return Result{Attempts: n}
+		}
+		res.Err = err
+		res.Kind = fault.ClassifyIn(ctx, err)
+		res.BudgetExhausted = r.deadlinePassed(ctx, c, deadline, hasDeadline)
+		if res.Kind == fault.KindCanceled || !retryable.Has(res.Kind) {
+			return res
+		}
+		if n >= maxAttempts {
+			res.AttemptsExhausted = true
+			return res
+		}
+		if res.BudgetExhausted || ctx.Err() != nil {
+			return res
+		}
+		d := r.delay(b.Backoff, n)
+		if hasDeadline && d >= deadline.Sub(c.Now()) {
+			// The backoff, clamped to the time left, would leave no time for another attempt.
+			res.BudgetExhausted = true
+			return res
+		}
+		if clock.Sleep(ctx, c, d) != nil || ctx.Err() != nil {
+			res.Kind = fault.ClassifyIn(ctx, err)
+			res.BudgetExhausted = r.deadlinePassed(ctx, c, deadline, hasDeadline)
+			return res
+		}
+		if r.deadlinePassed(ctx, c, deadline, hasDeadline) {
+			res.BudgetExhausted = true
+			return res
+		}
+	}
+}
+
+// deadlinePassed reports whether ctx ended by its deadline or the clock reached deadline.
+func (r *Runner) deadlinePassed(ctx context.Context, c clock.Clock, deadline time.Time, hasDeadline bool) bool {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	return hasDeadline && !c.Now().Before(deadline)
+}
+
+// delay returns the jittered backoff after attempt n, drawing from the Runner's rand only
+// when jitter applies. A custom rand is called under the Runner's lock so that a Runner
+// shared between goroutines stays safe with a rand that is not.
+func (r *Runner) delay(b Backoff, n int) time.Duration {
+	u := 0.5
+	if b.Jitter > 0 {
+		if r.rand == nil {
+			u = rand.Float64()
+		} else {
+			r.mu.Lock()
+			u = r.rand()
+			r.mu.Unlock()
+		}
+	}
+	return b.Delay(n, u)
+}
+
+// Default backoff parameters, used for zero (or non-positive) Backoff fields.
+const (
+	defaultBase   = 10 * time.Millisecond
+	defaultFactor = 2
+	defaultMax    = 100 * time.Millisecond
+)
 
 // Delay returns the backoff before attempt n+1 after attempt n failed (n ≥ 1), jitter applied
 // with the value u in [0, 1).
-func (b Backoff) Delay(n int, u float64) time.Duration { panic("todo") }
+//
+// Non-positive Base, Factor or Max take their defaults, n < 1 counts as 1, Jitter is clamped
+// to [0, 1] and u to [0, 1]. The result is never negative.
+func (b Backoff) Delay(n int, u float64) time.Duration {
+	base, factor, maxDelay, jitter := b.Base, b.Factor, b.Max, b.Jitter
+	if base <= 0 {
+		base = defaultBase
+	}
+	if !(factor > 0) { // also catches NaN
+		factor = defaultFactor
+	}
+	if maxDelay <= 0 {
+		maxDelay = defaultMax
+	}
+	n = max(n, 1)
+	d := float64(base) * math.Pow(factor, float64(n-1))
+	if !(d <= float64(maxDelay)) { // also catches +Inf and NaN
+		d = float64(maxDelay)
+	}
+	if jitter > 0 { // NaN and negative values mean no jitter
+		jitter = min(jitter, 1)
+		if !(u >= 0) { // also catches NaN
+			u = 0
+		}
+		u = min(u, 1)
+		d *= 1 + jitter*(2*u-1)
+	}
+	if d <= 0 {
+		return 0
+	}
+	if d >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(d)
+}

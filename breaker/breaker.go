@@ -12,6 +12,11 @@ package breaker
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/cycled/cycled/clock"
@@ -39,7 +44,17 @@ const (
 )
 
 // String returns "closed", "open" or "half_open".
-func (s State) String() string { panic("todo") }
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half_open"
+	}
+	return "state(" + strconv.Itoa(int(s)) + ")"
+}
 
 // Settings configures a breaker. Each zero value takes the default stated on the field.
 type Settings struct {
@@ -70,10 +85,24 @@ const (
 	Probe
 )
 
+// String returns "refused", "pass" or "probe".
+func (k PermitKind) String() string {
+	switch k {
+	case Refused:
+		return "refused"
+	case Pass:
+		return "pass"
+	case Probe:
+		return "probe"
+	}
+	return "permit_kind(" + strconv.Itoa(int(k)) + ")"
+}
+
 // Permit is what Acquire hands out. It is a small value; copying it is free.
 type Permit struct {
 	kind PermitKind
-	gen  uint64
+	gen  uint64 // the breaker's generation at Acquire
+	seq  uint64 // probe sequence number within the generation; 0 for Pass and Refused
 }
 
 // Kind returns what was granted.
@@ -101,16 +130,27 @@ type Listener func(Transition)
 
 // Snapshot is a breaker's observable state.
 type Snapshot struct {
-	Name                string
-	State               State
+	// Name is the breaker's name.
+	Name string
+	// State is the current state.
+	State State
+	// ConsecutiveFailures is the length of the current run of counted failures (kinds in
+	// TripOn); any counted success, closing and Reset clear it.
 	ConsecutiveFailures int
-	ProbesInFlight      int
-	ProbeSuccesses      int
-	TotalFailures       uint64
-	TotalSuccesses      uint64
-	Transitions         uint64
-	OpenedAt            time.Time // zero unless open or half-open
-	Settings            Settings  // with defaults applied
+	// ProbesInFlight is the number of probe permits handed out and not yet recorded.
+	ProbesInFlight int
+	// ProbeSuccesses is the number of successful probes in the current half-open period.
+	ProbeSuccesses int
+	// TotalFailures is the lifetime number of counted failures (Reset keeps it).
+	TotalFailures uint64
+	// TotalSuccesses is the lifetime number of recorded successes (Reset keeps it).
+	TotalSuccesses uint64
+	// Transitions is the lifetime number of state changes (Reset keeps it).
+	Transitions uint64
+	// OpenedAt is when the breaker last opened; zero unless open or half-open.
+	OpenedAt time.Time
+	// Settings are the breaker's settings with defaults applied.
+	Settings Settings
 }
 
 // Option configures a Breaker or a Registry.
@@ -133,56 +173,404 @@ func WithListener(l Listener) Option {
 	return optionFunc(func(o *options) { o.listeners = append(o.listeners, l) })
 }
 
-// Breaker is one circuit breaker. It is safe for concurrent use.
-type Breaker struct{}
+// The setting defaults applied to zero fields.
+const (
+	defaultFailureThreshold  = 5
+	defaultCooldown          = 30 * time.Second
+	defaultHalfOpenProbes    = 1
+	defaultHalfOpenSuccesses = 1
+)
+
+// Transition reasons.
+const (
+	reasonThreshold = "failure threshold reached"
+	reasonCooldown  = "cooldown elapsed"
+	reasonProbeFail = "probe failed"
+	reasonProbesOK  = "probes succeeded"
+	reasonReset     = "reset"
+)
+
+// withDefaults returns s with every zero (or negative) field replaced by its default.
+func (s Settings) withDefaults() Settings {
+	if s.FailureThreshold <= 0 {
+		s.FailureThreshold = defaultFailureThreshold
+	}
+	if s.Cooldown <= 0 {
+		s.Cooldown = defaultCooldown
+	}
+	if s.HalfOpenProbes <= 0 {
+		s.HalfOpenProbes = defaultHalfOpenProbes
+	}
+	if s.HalfOpenSuccesses <= 0 {
+		s.HalfOpenSuccesses = defaultHalfOpenSuccesses
+	}
+	if s.TripOn.Empty() {
+		s.TripOn = fault.AllFaults
+	}
+	return s
+}
+
+// Breaker is one circuit breaker. It is safe for concurrent use. The zero value is not
+// usable; call New.
+type Breaker struct {
+	settings  Settings    // immutable after New; defaults applied
+	clock     clock.Clock // immutable after New
+	listeners []Listener  // immutable after New
+
+	mu             sync.Mutex
+	state          State        // guarded by mu
+	gen            uint64       // guarded by mu; bumped on every transition and on Reset
+	consecutive    int          // guarded by mu
+	probeSeq       uint64       // guarded by mu; last probe sequence number handed out
+	probes         []uint64     // guarded by mu; sequence numbers of the probes in flight
+	probeSuccesses int          // guarded by mu
+	totalFailures  uint64       // guarded by mu
+	totalSuccesses uint64       // guarded by mu
+	transitions    uint64       // guarded by mu
+	openedAt       time.Time    // guarded by mu; zero while closed
+	pending        []Transition // guarded by mu; transitions not yet delivered to listeners
+	delivering     bool         // guarded by mu; a goroutine is delivering pending transitions
+}
 
 // New returns a closed breaker.
-func New(s Settings, opts ...Option) *Breaker { panic("todo") }
+func New(s Settings, opts ...Option) *Breaker {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	return &Breaker{
+		settings:  s.withDefaults(),
+		clock:     clock.Or(o.clock),
+		listeners: slices.Clip(o.listeners),
+	}
+}
 
 // Name returns the breaker's name.
-func (b *Breaker) Name() string { panic("todo") }
+func (b *Breaker) Name() string { return b.settings.Name }
 
 // Settings returns the settings with defaults applied.
-func (b *Breaker) Settings() Settings { panic("todo") }
+func (b *Breaker) Settings() Settings { return b.settings }
 
 // Acquire asks to run once. An open breaker whose cooldown has elapsed half-opens here.
-func (b *Breaker) Acquire() Permit { panic("todo") }
+func (b *Breaker) Acquire() Permit {
+	b.mu.Lock()
+	var p Permit
+	switch b.state {
+	case Closed:
+		p = Permit{kind: Pass, gen: b.gen}
+	case Open:
+		if !b.halfOpenIfDueLocked() {
+			p = Permit{kind: Refused, gen: b.gen}
+			break
+		}
+		fallthrough
+	case HalfOpen:
+		if len(b.probes) >= b.settings.HalfOpenProbes {
+			p = Permit{kind: Refused, gen: b.gen}
+			break
+		}
+		b.probeSeq++
+		b.probes = append(b.probes, b.probeSeq)
+		p = Permit{kind: Probe, gen: b.gen, seq: b.probeSeq}
+	}
+	b.unlock()
+	return p
+}
 
 // Success records a successful run under p.
-func (b *Breaker) Success(p Permit) { panic("todo") }
+func (b *Breaker) Success(p Permit) {
+	if p.kind == Refused {
+		return
+	}
+	b.mu.Lock()
+	if !b.currentLocked(p) {
+		b.mu.Unlock()
+		return
+	}
+	b.totalSuccesses++
+	b.consecutive = 0
+	if p.kind == Probe {
+		b.probeSuccesses++
+		if b.probeSuccesses >= b.settings.HalfOpenSuccesses {
+			b.transitionLocked(Closed, reasonProbesOK, b.clock.Now())
+		}
+	}
+	b.unlock()
+}
 
 // Failure records a failed run of kind k under p. Kinds outside TripOn release a probe slot
 // but neither count nor change state.
-func (b *Breaker) Failure(p Permit, k fault.Kind) { panic("todo") }
+func (b *Breaker) Failure(p Permit, k fault.Kind) {
+	if p.kind == Refused {
+		return
+	}
+	b.mu.Lock()
+	if !b.currentLocked(p) {
+		b.mu.Unlock()
+		return
+	}
+	if !b.settings.TripOn.Has(k) {
+		b.mu.Unlock()
+		return
+	}
+	b.totalFailures++
+	b.consecutive++
+	switch p.kind {
+	case Pass:
+		if b.consecutive >= b.settings.FailureThreshold {
+			b.transitionLocked(Open, reasonThreshold, b.clock.Now())
+		}
+	case Probe:
+		b.transitionLocked(Open, reasonProbeFail, b.clock.Now())
+	}
+	b.unlock()
+}
 
 // Release gives back p without an outcome (the call was not made or its outcome does not count).
-func (b *Breaker) Release(p Permit) { panic("todo") }
+func (b *Breaker) Release(p Permit) {
+	if p.kind == Refused {
+		return
+	}
+	b.mu.Lock()
+	b.currentLocked(p)
+	b.mu.Unlock()
+}
 
 // State returns the current state, half-opening an open breaker whose cooldown has elapsed.
-func (b *Breaker) State() State { panic("todo") }
+func (b *Breaker) State() State {
+	b.mu.Lock()
+	if b.state == Open {
+		b.halfOpenIfDueLocked()
+	}
+	s := b.state
+	b.unlock()
+	return s
+}
 
 // Snapshot returns the breaker's observable state.
-func (b *Breaker) Snapshot() Snapshot { panic("todo") }
+func (b *Breaker) Snapshot() Snapshot {
+	b.mu.Lock()
+	if b.state == Open {
+		b.halfOpenIfDueLocked()
+	}
+	s := Snapshot{
+		Name:                b.settings.Name,
+		State:               b.state,
+		ConsecutiveFailures: b.consecutive,
+		ProbesInFlight:      len(b.probes),
+		ProbeSuccesses:      b.probeSuccesses,
+		TotalFailures:       b.totalFailures,
+		TotalSuccesses:      b.totalSuccesses,
+		Transitions:         b.transitions,
+		OpenedAt:            b.openedAt,
+		Settings:            b.settings,
+	}
+	b.unlock()
+	return s
+}
 
-// Reset closes the breaker and clears its counters (operator action).
-func (b *Breaker) Reset() { panic("todo") }
+// Reset closes the breaker and clears its counters (operator action). It always starts a
+// new generation, so permits handed out before it are ignored; a transition (reason
+// "reset") is emitted only when the breaker was not already closed. The lifetime totals
+// of Snapshot are kept.
+func (b *Breaker) Reset() {
+	b.mu.Lock()
+	if b.state != Closed {
+		b.transitionLocked(Closed, reasonReset, b.clock.Now())
+	} else {
+		b.gen++
+		b.consecutive = 0
+		b.probes = b.probes[:0]
+		b.probeSuccesses = 0
+	}
+	b.unlock()
+}
 
-// Registry holds named breakers. The first registration of a name wins.
-type Registry struct{}
+// currentLocked reports whether p belongs to the current generation. For a probe of the
+// current generation it also releases the probe's slot, and reports false when that probe
+// was already recorded (so a permit recorded twice cannot free a slot twice).
+func (b *Breaker) currentLocked(p Permit) bool {
+	if p.gen != b.gen {
+		return false
+	}
+	if p.kind != Probe {
+		return true
+	}
+	i := slices.Index(b.probes, p.seq)
+	if i < 0 {
+		return false
+	}
+	last := len(b.probes) - 1
+	b.probes[i] = b.probes[last]
+	b.probes = b.probes[:last]
+	return true
+}
+
+// halfOpenIfDueLocked half-opens an open breaker whose cooldown has elapsed and reports
+// whether it did.
+func (b *Breaker) halfOpenIfDueLocked() bool {
+	now := b.clock.Now()
+	if now.Sub(b.openedAt) < b.settings.Cooldown {
+		return false
+	}
+	b.transitionLocked(HalfOpen, reasonCooldown, now)
+	return true
+}
+
+// transitionLocked moves the breaker to state to, starting a new generation, and queues
+// the transition for the listeners.
+func (b *Breaker) transitionLocked(to State, reason string, now time.Time) {
+	from := b.state
+	b.state = to
+	b.gen++
+	b.transitions++
+	b.probes = b.probes[:0]
+	b.probeSuccesses = 0
+	switch to {
+	case Open:
+		b.openedAt = now
+	case Closed:
+		b.openedAt = time.Time{}
+		b.consecutive = 0
+	}
+	if len(b.listeners) > 0 {
+		b.pending = append(b.pending, Transition{Name: b.settings.Name, From: from, To: to, Reason: reason, At: now})
+	}
+}
+
+// unlock releases b.mu and then delivers the pending transitions, unless another goroutine
+// is already delivering: that one picks them up before it stops, which keeps every listener
+// seeing the transitions in the order they happened.
+func (b *Breaker) unlock() {
+	if len(b.pending) == 0 || b.delivering {
+		b.mu.Unlock()
+		return
+	}
+	b.delivering = true
+	batch := b.pending
+	b.pending = nil
+	b.mu.Unlock()
+	b.deliver(batch)
+}
+
+// deliver calls the listeners with batch, then with whatever was queued meanwhile, until
+// nothing is pending. A panicking listener gives up delivery so a later caller can resume it.
+func (b *Breaker) deliver(batch []Transition) {
+	done := false
+	defer func() {
+		if !done {
+			b.mu.Lock()
+			b.delivering = false
+			b.mu.Unlock()
+		}
+	}()
+	for {
+		for _, t := range batch {
+			for _, l := range b.listeners {
+				l(t)
+			}
+		}
+		b.mu.Lock()
+		if len(b.pending) == 0 {
+			b.delivering = false
+			b.mu.Unlock()
+			done = true
+			return
+		}
+		batch = b.pending
+		b.pending = nil
+		b.mu.Unlock()
+	}
+}
+
+// Registry holds named breakers. The first registration of a name wins. It is safe for
+// concurrent use.
+type Registry struct {
+	opts []Option // immutable after NewRegistry
+
+	mu       sync.Mutex
+	breakers map[string]*Breaker // guarded by mu
+}
 
 // NewRegistry returns an empty registry; opts apply to every breaker it creates.
-func NewRegistry(opts ...Option) *Registry { panic("todo") }
+func NewRegistry(opts ...Option) *Registry {
+	return &Registry{opts: slices.Clip(opts), breakers: make(map[string]*Breaker)}
+}
 
 // GetOrCreate returns the breaker named s.Name, creating it with s if absent. When it exists
 // with different settings it is returned with an error wrapping ErrConflict that describes the
 // difference; the existing settings stay.
-func (r *Registry) GetOrCreate(s Settings) (*Breaker, error) { panic("todo") }
+func (r *Registry) GetOrCreate(s Settings) (*Breaker, error) {
+	r.mu.Lock()
+	b, ok := r.breakers[s.Name]
+	if !ok {
+		b = New(s, r.opts...)
+		r.breakers[s.Name] = b
+	}
+	r.mu.Unlock()
+	if !ok {
+		return b, nil
+	}
+	if diff := diffSettings(b.settings, s.withDefaults()); diff != "" {
+		return b, fmt.Errorf("breaker %q: %w: %s", s.Name, ErrConflict, diff)
+	}
+	return b, nil
+}
 
 // Get returns the breaker with that name.
-func (r *Registry) Get(name string) (*Breaker, bool) { panic("todo") }
+func (r *Registry) Get(name string) (*Breaker, bool) {
+	r.mu.Lock()
+	b, ok := r.breakers[name]
+	r.mu.Unlock()
+	return b, ok
+}
 
 // Remove deletes a breaker from the registry.
-func (r *Registry) Remove(name string) { panic("todo") }
+func (r *Registry) Remove(name string) {
+	r.mu.Lock()
+	delete(r.breakers, name)
+	r.mu.Unlock()
+}
 
 // List returns a snapshot of every breaker, sorted by name.
-func (r *Registry) List() []Snapshot { panic("todo") }
+func (r *Registry) List() []Snapshot {
+	r.mu.Lock()
+	bs := make([]*Breaker, 0, len(r.breakers))
+	for _, b := range r.breakers {
+		bs = append(bs, b)
+	}
+	r.mu.Unlock()
+	slices.SortFunc(bs, func(a, b *Breaker) int { return strings.Compare(a.settings.Name, b.settings.Name) })
+	out := make([]Snapshot, len(bs))
+	for i, b := range bs {
+		out[i] = b.Snapshot()
+	}
+	return out
+}
+
+// diffSettings describes how want differs from have (both with defaults applied), using the
+// configuration's field names; it returns "" when they are equal.
+func diffSettings(have, want Settings) string {
+	var parts []string
+	add := func(field string, h, w any) {
+		parts = append(parts, fmt.Sprintf("%s: registered %v, requested %v", field, h, w))
+	}
+	if have.FailureThreshold != want.FailureThreshold {
+		add("failure_threshold", have.FailureThreshold, want.FailureThreshold)
+	}
+	if have.Cooldown != want.Cooldown {
+		add("cooldown", have.Cooldown, want.Cooldown)
+	}
+	if have.HalfOpenProbes != want.HalfOpenProbes {
+		add("half_open_probes", have.HalfOpenProbes, want.HalfOpenProbes)
+	}
+	if have.HalfOpenSuccesses != want.HalfOpenSuccesses {
+		add("half_open_successes", have.HalfOpenSuccesses, want.HalfOpenSuccesses)
+	}
+	if have.TripOn != want.TripOn {
+		add("trip_on", "["+have.TripOn.String()+"]", "["+want.TripOn.String()+"]")
+	}
+	return strings.Join(parts, "; ")
+}

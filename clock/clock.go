@@ -41,6 +41,12 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
+// isReal marks the wall clock, on which busy-waiting for precise timing makes sense.
+func (realClock) isReal() {}
+
+// IsReal reports whether c is the wall clock returned by Real.
+func IsReal(c Clock) bool { _, ok := c.(realClock); return ok }
+
 func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }

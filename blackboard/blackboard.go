@@ -1,0 +1,218 @@
+// Package blackboard is the per-tick board through which modules exchange values.
+//
+// Every entry carries its provenance (key, source module, tick, sequence number, written
+// time) and its quality: live (written this tick), last_good (a last-known-good value served
+// in place of a module that produced nothing, tagged stale, with its age) or none (nothing
+// may be served; expired when a value existed but outlived its TTL). A live value whose
+// module read any stale input in that tick is tagged derived_from_stale, and the tag
+// propagates through later readers.
+//
+// The engine writes a tier's results only after the tier has finished, so readers in tier k
+// see the live values of tiers < k of this tick and tagged fallbacks for the rest; a reader
+// never sees a half-written tier.
+package blackboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cycled/cycled/lastgood"
+)
+
+// Source says where an entry's value comes from.
+type Source uint8
+
+// The sources.
+const (
+	// None: nothing is served for the key.
+	None Source = iota
+	// Live: written by its module in this tick.
+	Live
+	// LastGood: the module's last-known-good value, served stale.
+	LastGood
+)
+
+var sourceNames = [...]string{"none", "live", "last_good"}
+
+// String returns "none", "live" or "last_good".
+func (s Source) String() string {
+	if int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return fmt.Sprintf("source(%d)", uint8(s))
+}
+
+// MarshalText encodes s as its name.
+func (s Source) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText parses a source name.
+func (s *Source) UnmarshalText(b []byte) error {
+	for i, n := range sourceNames {
+		if n == string(b) {
+			*s = Source(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown source %q", b)
+}
+
+// Entry is one value on the board with its provenance and quality.
+type Entry struct {
+	// Key is the blackboard key.
+	Key string
+	// Value is the value; nil when Source is None.
+	Value any
+	// Module is the module that wrote the value.
+	Module string
+	// TickID is the tick in which the value was written.
+	TickID uint64
+	// Seq is the last-known-good store's sequence number of the value (0 for none).
+	Seq uint64
+	// Written is when the value was written.
+	Written time.Time
+	// Source says where the value comes from.
+	Source Source
+	// Stale reports a last-known-good value served in place of a fresh one.
+	Stale bool
+	// Expired reports that a value existed but outlived its TTL: nothing is served.
+	Expired bool
+	// Age is how old the value is at the tick's start (zero for live values).
+	Age time.Duration
+	// DerivedFromStale reports a live value whose module read a stale or expired input (or
+	// one itself derived from stale data) in this tick.
+	DerivedFromStale bool
+}
+
+// Degraded reports whether a reader should treat the entry as not fresh.
+func (e Entry) Degraded() bool { return e.Source != Live || e.Stale || e.Expired || e.DerivedFromStale }
+
+type entryJSON struct {
+	Key              string     `json:"key"`
+	Value            any        `json:"value"`
+	Module           string     `json:"module,omitempty"`
+	TickID           uint64     `json:"tick_id,omitempty"`
+	Seq              uint64     `json:"seq,omitempty"`
+	Written          *time.Time `json:"written_at,omitempty"`
+	Source           Source     `json:"source"`
+	Stale            bool       `json:"stale"`
+	Expired          bool       `json:"expired"`
+	AgeMs            float64    `json:"age_ms"`
+	DerivedFromStale bool       `json:"derived_from_stale"`
+}
+
+// MarshalJSON encodes the entry with snake_case names and the age in milliseconds.
+func (e Entry) MarshalJSON() ([]byte, error) {
+	j := entryJSON{Key: e.Key, Value: e.Value, Module: e.Module, TickID: e.TickID, Seq: e.Seq,
+		Source: e.Source, Stale: e.Stale, Expired: e.Expired, AgeMs: Millis(e.Age), DerivedFromStale: e.DerivedFromStale}
+	if !e.Written.IsZero() {
+		w := e.Written
+		j.Written = &w
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	var j entryJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Entry{Key: j.Key, Value: j.Value, Module: j.Module, TickID: j.TickID, Seq: j.Seq, Source: j.Source,
+		Stale: j.Stale, Expired: j.Expired, Age: time.Duration(j.AgeMs * float64(time.Millisecond)), DerivedFromStale: j.DerivedFromStale}
+	if j.Written != nil {
+		e.Written = *j.Written
+	}
+	return nil
+}
+
+// Millis converts d to floating-point milliseconds.
+func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// FromLastGood turns a last-known-good lookup into the entry served in place of a fresh
+// value: last_good and stale while younger than its TTL, none and expired after, and
+// ok=false when the key never had a value.
+func FromLastGood(l lastgood.Lookup) (Entry, bool) {
+	switch l.Quality {
+	case lastgood.Stale:
+		return Entry{Key: l.Key, Value: l.Value, Module: l.Module, TickID: l.TickID, Seq: l.Seq, Written: l.Written,
+			Source: LastGood, Stale: true, Age: l.Age}, true
+	case lastgood.Expired:
+		return Entry{Key: l.Key, Module: l.Module, TickID: l.TickID, Seq: l.Seq, Written: l.Written,
+			Source: None, Expired: true, Age: l.Age}, true
+	default:
+		return Entry{}, false
+	}
+}
+
+// Board holds the entries of the tick in progress. Keys not written yet this tick are
+// answered from the last-known-good store, tagged. It is safe for concurrent use: the
+// engine writes between tiers while modules read (and abandoned modules may still read).
+type Board struct {
+	lg *lastgood.Store
+
+	mu        sync.RWMutex
+	tick      uint64           // guarded by mu
+	tickStart time.Time        // guarded by mu
+	entries   map[string]Entry // guarded by mu
+}
+
+// New returns an empty board that falls back to lg.
+func New(lg *lastgood.Store) *Board {
+	return &Board{lg: lg, entries: make(map[string]Entry)}
+}
+
+// Begin starts tick id at start: the previous tick's entries are cleared.
+func (b *Board) Begin(id uint64, start time.Time) {
+	b.mu.Lock()
+	b.tick = id
+	b.tickStart = start
+	clear(b.entries)
+	b.mu.Unlock()
+}
+
+// Tick returns the tick in progress.
+func (b *Board) Tick() uint64 {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.tick
+}
+
+// Put writes entries for the tick in progress (the engine calls it once a tier has finished).
+func (b *Board) Put(es ...Entry) {
+	b.mu.Lock()
+	for _, e := range es {
+		b.entries[e.Key] = e
+	}
+	b.mu.Unlock()
+}
+
+// Get returns the entry of key as a reader sees it now: this tick's entry if one was
+// written, else the last-known-good value tagged stale (or none/expired), else ok=false.
+func (b *Board) Get(key string) (Entry, bool) {
+	b.mu.RLock()
+	e, ok := b.entries[key]
+	start := b.tickStart
+	b.mu.RUnlock()
+	if ok {
+		return e, true
+	}
+	if b.lg == nil {
+		return Entry{}, false
+	}
+	return FromLastGood(b.lg.Get(key, start))
+}
+
+// Entries returns a copy of this tick's entries, sorted by key.
+func (b *Board) Entries() []Entry {
+	b.mu.RLock()
+	out := make([]Entry, 0, len(b.entries))
+	for _, e := range b.entries {
+		out = append(out, e)
+	}
+	b.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}

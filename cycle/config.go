@@ -1,0 +1,218 @@
+package cycle
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/tiers"
+)
+
+// Overrun is what the scheduler does when a tick runs past one or more grid points.
+type Overrun uint8
+
+// The overrun policies.
+const (
+	// OverrunSkip starts the next tick at the next grid point; skipped points are counted.
+	OverrunSkip Overrun = iota
+	// OverrunCatchUp runs the missed ticks back to back, at most CatchUpMax of them.
+	OverrunCatchUp
+	// OverrunDelay starts the next tick one period after the end of the last one.
+	OverrunDelay
+)
+
+var overrunNames = [...]string{"skip", "catch_up", "delay"}
+
+// String returns "skip", "catch_up" or "delay".
+func (o Overrun) String() string {
+	if int(o) < len(overrunNames) {
+		return overrunNames[o]
+	}
+	return fmt.Sprintf("overrun(%d)", uint8(o))
+}
+
+// MarshalText encodes o as its name.
+func (o Overrun) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// UnmarshalText parses "skip" (or ""), "catch_up" or "delay".
+func (o *Overrun) UnmarshalText(b []byte) error {
+	s := string(b)
+	if s == "" {
+		*o = OverrunSkip
+		return nil
+	}
+	for i, n := range overrunNames {
+		if n == s {
+			*o = Overrun(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown overrun policy %q (want skip, catch_up or delay)", s)
+}
+
+// Timing selects how the scheduler waits for a grid point or a tier deadline.
+type Timing uint8
+
+// The timing modes.
+const (
+	// Coarse waits on plain timers (about 1 ms granularity on Linux). The default.
+	Coarse Timing = iota
+	// Precise sleeps until PreciseMargin before the target, then spins with
+	// runtime.Gosched until it is reached. It costs up to one core for the margin of every
+	// wait. Only the real clock spins; other clocks wait on timers.
+	Precise
+)
+
+// String returns "coarse" or "precise".
+func (t Timing) String() string {
+	if t == Precise {
+		return "precise"
+	}
+	return "coarse"
+}
+
+// MarshalText encodes t as its name.
+func (t Timing) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText parses "coarse" (or "") or "precise".
+func (t *Timing) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "", "coarse":
+		*t = Coarse
+	case "precise":
+		*t = Precise
+	default:
+		return fmt.Errorf("unknown timing %q (want coarse or precise)", b)
+	}
+	return nil
+}
+
+// EmergencyConfig configures emergency mode.
+type EmergencyConfig struct {
+	// SkipTiers names the tiers skipped in emergency mode. Nil means every tier after the first.
+	SkipTiers []string
+	// Latch keeps emergency mode until an operator reset (then RecoverAfter healthy ticks).
+	Latch bool
+	// RecoverAfter is the number of consecutive healthy safety ticks that ends emergency
+	// mode. Zero means 3.
+	RecoverAfter int
+}
+
+// Config configures an Engine. Zero fields take the defaults stated on each.
+type Config struct {
+	// Period is the scheduler's period. Zero is step mode: ticks run only through Tick.
+	Period time.Duration
+	// Overrun is the overrun policy (default skip).
+	Overrun Overrun
+	// CatchUpMax caps the ticks run back to back by OverrunCatchUp. Zero means 10.
+	CatchUpMax int
+	// History is the number of summaries kept. Zero means 1000.
+	History int
+	// Timing selects coarse (default) or precise waits.
+	Timing Timing
+	// PreciseMargin is how long before a target the precise mode starts spinning. Zero means 1.5ms.
+	PreciseMargin time.Duration
+	// Emergency configures emergency mode.
+	Emergency EmergencyConfig
+	// DefaultTTL is the last-known-good TTL of keys without their own. Zero means 5s.
+	DefaultTTL time.Duration
+	// Tiers in order; the first is the safety tier. Nil means tiers.SeedTiers().
+	Tiers []tiers.Tier
+	// Breakers are the named shared breakers. For each, an empty TripOn means
+	// {transient, downstream}.
+	Breakers map[string]breaker.Settings
+}
+
+func (c Config) withDefaults() Config {
+	if c.CatchUpMax <= 0 {
+		c.CatchUpMax = 10
+	}
+	if c.History <= 0 {
+		c.History = 1000
+	}
+	if c.PreciseMargin <= 0 {
+		c.PreciseMargin = 1500 * time.Microsecond
+	}
+	if c.Emergency.RecoverAfter <= 0 {
+		c.Emergency.RecoverAfter = 3
+	}
+	if c.DefaultTTL <= 0 {
+		c.DefaultTTL = 5 * time.Second
+	}
+	if c.Tiers == nil {
+		c.Tiers = tiers.SeedTiers()
+	}
+	return c
+}
+
+// Origin says where a module registration came from.
+type Origin string
+
+// The origins.
+const (
+	// FromConfig: the module is declared in the configuration; a reload may replace it.
+	FromConfig Origin = "config"
+	// FromRuntime: the module was registered at runtime; only Deregister removes it.
+	FromRuntime Origin = "runtime"
+)
+
+// Registration is a module spec with its implementation.
+type Registration struct {
+	// Spec describes the module.
+	Spec tiers.ModuleSpec
+	// Module runs it.
+	Module tiers.Module
+	// Origin says where it came from (default FromConfig for New and Reload, FromRuntime for Register).
+	Origin Origin
+}
+
+// Validate checks cfg and mods together, as New and Reload do, and returns every finding
+// with its path.
+func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
+	c := cfg.withDefaults()
+	var ps tiers.Problems
+	add := func(path, format string, args ...any) {
+		ps = append(ps, tiers.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	if cfg.Period < 0 {
+		add("cycle.period", "must be >= 0 (0 is step mode)")
+	}
+	if cfg.Overrun > OverrunDelay {
+		add("cycle.overrun", "unknown overrun policy")
+	}
+	if cfg.History < 0 {
+		add("cycle.history", "must be >= 1")
+	}
+	if cfg.Emergency.RecoverAfter < 0 {
+		add("emergency.recover_after", "must be >= 1")
+	}
+	if cfg.DefaultTTL < 0 {
+		add("lastgood.default_ttl", "must be > 0")
+	}
+	names := make(map[string]int, len(c.Tiers))
+	for i, t := range c.Tiers {
+		names[t.Name] = i
+	}
+	for i, n := range cfg.Emergency.SkipTiers {
+		j, ok := names[n]
+		switch {
+		case !ok:
+			add(fmt.Sprintf("emergency.skip_tiers[%d]", i), "unknown tier %q", n)
+		case j == 0:
+			add(fmt.Sprintf("emergency.skip_tiers[%d]", i), "the safety tier %q cannot be skipped", n)
+		}
+	}
+	tc := tiers.Config{Tiers: c.Tiers, Breakers: c.Breakers}
+	for i, m := range mods {
+		tc.Modules = append(tc.Modules, m.Spec)
+		if m.Module == nil {
+			add(fmt.Sprintf("modules[%d]", i), "no implementation for module %q", m.Spec.Name)
+		}
+	}
+	plan, tps := tiers.Validate(tc)
+	ps = append(ps, tps...)
+	if len(ps.Errors()) > 0 {
+		return nil, ps
+	}
+	return plan, ps
+}

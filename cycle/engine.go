@@ -1,0 +1,570 @@
+package cycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cycled/cycled/blackboard"
+	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/clock"
+	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/lastgood"
+	"github.com/cycled/cycled/retrybudget"
+	"github.com/cycled/cycled/tiers"
+)
+
+// Sentinel errors of the engine, checked with errors.Is.
+var (
+	// ErrNotStepMode: Tick was called while the scheduler runs on a period.
+	ErrNotStepMode = errors.New("engine is not in step mode")
+	// ErrClosed: the engine was closed.
+	ErrClosed = errors.New("engine closed")
+	// ErrDuplicate: a module with that name is already registered.
+	ErrDuplicate = errors.New("module already registered")
+	// ErrNotFound: no module or breaker with that name.
+	ErrNotFound = errors.New("not found")
+	// ErrNotRuntime: the module comes from the configuration file; only a reload removes it.
+	ErrNotRuntime = errors.New("module is declared in the configuration, not registered at runtime")
+	// ErrRunning: Run was called while the scheduler already runs.
+	ErrRunning = errors.New("scheduler already running")
+)
+
+// ModuleEvent is one module's outcome in one tick, delivered to Hooks.OnModule.
+type ModuleEvent struct {
+	TickID   uint64
+	Module   string
+	Tier     string
+	Status   faultsummary.Status
+	Attempts int
+	Latency  time.Duration
+	Kind     fault.Kind
+	Err      error
+}
+
+// Hooks are observer callbacks. Nil fields are not called. They run synchronously on the
+// engine's goroutines and must not block.
+type Hooks struct {
+	// OnTick receives every summary once it is published.
+	OnTick func(*faultsummary.Summary)
+	// OnModule receives every module outcome of a tick, before OnTick.
+	OnModule func(ModuleEvent)
+	// OnBreaker receives breaker transitions.
+	OnBreaker func(breaker.Transition)
+	// OnEmergency receives emergency enter and leave events.
+	OnEmergency func(faultsummary.EmergencyEvent)
+	// OnAbandon is called when a module is abandoned at its tier deadline.
+	OnAbandon func(module string, tick uint64)
+	// OnApply is called at the tick boundary where a configuration change takes effect.
+	OnApply func(version uint64)
+}
+
+// Option configures an Engine.
+type Option interface{ apply(*engineOptions) }
+
+type engineOptions struct {
+	clock clock.Clock
+	rand  func() float64
+	hooks []Hooks
+}
+
+type optionFunc func(*engineOptions)
+
+func (f optionFunc) apply(o *engineOptions) { f(o) }
+
+// WithClock sets the engine's clock. Default clock.Real().
+func WithClock(c clock.Clock) Option {
+	return optionFunc(func(o *engineOptions) { o.clock = clock.Or(c) })
+}
+
+// WithRand sets the jitter source of the retry backoff (uniform in [0, 1)).
+func WithRand(f func() float64) Option { return optionFunc(func(o *engineOptions) { o.rand = f }) }
+
+// WithHooks adds observer hooks.
+func WithHooks(h Hooks) Option {
+	return optionFunc(func(o *engineOptions) { o.hooks = append(o.hooks, h) })
+}
+
+// state is one applied configuration.
+type state struct {
+	version  uint64
+	cfg      Config // defaults applied
+	plan     *tiers.Plan
+	regs     map[string]Registration
+	order    []string // registration order, for validation paths
+	skip     []bool   // per tier: skipped in emergency mode
+	tierMods [][]*modRT
+}
+
+// modRT is a module's runtime: its worker, breaker and last outcome.
+type modRT struct {
+	name     string
+	spec     tiers.ModuleSpec
+	planned  tiers.PlannedModule
+	key      string
+	mod      tiers.Module
+	origin   Origin
+	br       *breaker.Breaker
+	brName   string
+	w        *worker
+	lastStat atomic.Pointer[faultsummary.Module]
+	brStamp  uint64 // guarded by Engine.tickMu
+}
+
+// Engine runs ticks. It is safe for concurrent use; ticks are serialised.
+type Engine struct {
+	clock  clock.Clock
+	runner *retrybudget.Runner
+	hooks  []Hooks
+
+	lg       *lastgood.Store
+	board    *blackboard.Board
+	breakers *breaker.Registry
+	history  *faultsummary.History
+	hub      *faultsummary.Hub
+
+	cfgMu   sync.Mutex
+	desired *state // guarded by cfgMu; the state the next tick boundary applies
+	version uint64 // guarded by cfgMu
+
+	tickMu     sync.Mutex
+	active     *state // guarded by tickMu
+	nextID     uint64 // guarded by tickMu
+	em         emergencyState
+	pendingGap int         // guarded by tickMu: grid points skipped before the next tick
+	timer      clock.Timer // guarded by tickMu
+	curTick    atomic.Uint64
+
+	running   atomic.Bool // the scheduler runs
+	closed    atomic.Bool
+	workersWG sync.WaitGroup
+
+	activeView atomic.Pointer[state] // for readers outside the tick
+	resetReq   atomic.Bool           // operator reset of a latched emergency, consumed at the next tick
+	emView     atomic.Pointer[faultsummary.Emergency]
+	realClock  bool
+
+	// Scratch of the tick in progress, indexed like the summary's module lines; guarded by tickMu.
+	stamp   uint64
+	lineRT  []*modRT
+	kinds   []fault.Kind
+	errs    []error
+	permits []breaker.Permit
+	entries []blackboard.Entry
+}
+
+// New validates cfg and mods and returns an engine. Modules start in the first tick.
+func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
+	o := engineOptions{clock: clock.Real()}
+	for _, op := range opts {
+		op.apply(&o)
+	}
+	c := cfg.withDefaults()
+	e := &Engine{
+		clock: o.clock,
+		hooks: o.hooks,
+		lg:    lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
+		hub:   faultsummary.NewHub(),
+	}
+	e.realClock = clock.IsReal(o.clock)
+	ropts := []retrybudget.Option{retrybudget.WithClock(o.clock)}
+	if o.rand != nil {
+		ropts = append(ropts, retrybudget.WithRand(o.rand))
+	}
+	e.runner = retrybudget.New(ropts...)
+	e.board = blackboard.New(e.lg)
+	e.history = faultsummary.NewHistory(c.History)
+	e.breakers = breaker.NewRegistry(breaker.WithClock(o.clock), breaker.WithListener(e.onBreaker))
+	for i := range mods {
+		if mods[i].Origin == "" {
+			mods[i].Origin = FromConfig
+		}
+	}
+	st, err := e.buildState(cfg, mods)
+	if err != nil {
+		return nil, err
+	}
+	e.desired = st
+	e.version = st.version
+	e.active = &state{cfg: st.cfg, plan: &tiers.Plan{}, regs: map[string]Registration{}}
+	e.applyLocked(st)
+	return e, nil
+}
+
+func (e *Engine) buildState(cfg Config, mods []Registration) (*state, error) {
+	plan, ps := Validate(cfg, mods)
+	if err := ps.Err(); err != nil {
+		return nil, err
+	}
+	c := cfg.withDefaults()
+	st := &state{cfg: c, plan: plan, regs: make(map[string]Registration, len(mods))}
+	for _, m := range mods {
+		st.regs[m.Spec.Name] = m
+		st.order = append(st.order, m.Spec.Name)
+	}
+	st.skip = make([]bool, len(c.Tiers))
+	if cfg.Emergency.SkipTiers == nil {
+		for i := 1; i < len(st.skip); i++ {
+			st.skip[i] = true
+		}
+	} else {
+		idx := make(map[string]int)
+		for i, t := range c.Tiers {
+			idx[t.Name] = i
+		}
+		for _, n := range cfg.Emergency.SkipTiers {
+			st.skip[idx[n]] = true
+		}
+	}
+	e.version++
+	st.version = e.version
+	return st, nil
+}
+
+// registrations returns the registrations of st in registration order.
+func (st *state) registrations() []Registration {
+	out := make([]Registration, 0, len(st.order))
+	for _, n := range st.order {
+		out = append(out, st.regs[n])
+	}
+	return out
+}
+
+// Reload replaces the configuration and the configuration's modules; modules registered at
+// runtime are kept. The whole change is validated first and rejected whole if invalid
+// (the error is a *tiers.ValidationError); it takes effect at the next tick boundary.
+func (e *Engine) Reload(cfg Config, mods []Registration) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	e.cfgMu.Lock()
+	defer e.cfgMu.Unlock()
+	all := make([]Registration, 0, len(mods))
+	for _, m := range mods {
+		if m.Origin == "" {
+			m.Origin = FromConfig
+		}
+		all = append(all, m)
+	}
+	for _, r := range e.desired.registrations() {
+		if r.Origin == FromRuntime {
+			all = append(all, r)
+		}
+	}
+	st, err := e.buildState(cfg, all)
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	e.desired = st
+	return nil
+}
+
+// Register adds a module at runtime (Origin FromRuntime unless set). It is validated
+// together with the current configuration (a *tiers.ValidationError names the fields) and
+// runs from the next tick on.
+func (e *Engine) Register(r Registration) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if r.Origin == "" {
+		r.Origin = FromRuntime
+	}
+	e.cfgMu.Lock()
+	defer e.cfgMu.Unlock()
+	if _, dup := e.desired.regs[r.Spec.Name]; dup {
+		return fmt.Errorf("register %q: %w", r.Spec.Name, ErrDuplicate)
+	}
+	all := append(e.desired.registrations(), r)
+	st, err := e.buildState(e.desired.cfg, all)
+	if err != nil {
+		return fmt.Errorf("register %q: %w", r.Spec.Name, err)
+	}
+	e.desired = st
+	return nil
+}
+
+// Deregister removes a runtime-registered module at the next tick boundary.
+func (e *Engine) Deregister(name string) error {
+	e.cfgMu.Lock()
+	defer e.cfgMu.Unlock()
+	r, ok := e.desired.regs[name]
+	if !ok {
+		return fmt.Errorf("deregister %q: %w", name, ErrNotFound)
+	}
+	if r.Origin != FromRuntime {
+		return fmt.Errorf("deregister %q: %w", name, ErrNotRuntime)
+	}
+	var rest []Registration
+	for _, x := range e.desired.registrations() {
+		if x.Spec.Name != name {
+			rest = append(rest, x)
+		}
+	}
+	st, err := e.buildState(e.desired.cfg, rest)
+	if err != nil {
+		return fmt.Errorf("deregister %q: %w", name, err)
+	}
+	e.desired = st
+	return nil
+}
+
+// applyPending installs the desired state if it changed. Called with tickMu held, at a tick boundary.
+func (e *Engine) applyPending() {
+	e.cfgMu.Lock()
+	st := e.desired
+	e.cfgMu.Unlock()
+	if st != e.active {
+		e.applyLocked(st)
+	}
+}
+
+// applyLocked installs st: it keeps the workers of unchanged modules (a busy worker stays
+// busy), starts workers for new ones and stops the workers of removed ones.
+func (e *Engine) applyLocked(st *state) {
+	old := e.active
+	oldRT := map[string]*modRT{}
+	if old != nil {
+		for _, ms := range old.tierMods {
+			for _, m := range ms {
+				oldRT[m.name] = m
+			}
+		}
+	}
+	// Breakers: a module's own breaker carries the module's name; named ones theirs.
+	// A reload whose settings differ replaces the breaker (the operator changed it).
+	want := map[string]breaker.Settings{}
+	for name, s := range st.cfg.Breakers {
+		s.Name = name
+		if s.TripOn.Empty() {
+			s.TripOn = fault.SetOf(fault.KindTransient, fault.KindDownstream)
+		}
+		want[name] = s
+	}
+	st.tierMods = make([][]*modRT, len(st.cfg.Tiers))
+	for _, pm := range st.plan.Modules {
+		reg := st.regs[pm.Spec.Name]
+		rt := &modRT{name: pm.Spec.Name, spec: pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.Module, origin: reg.Origin}
+		if pm.Spec.Breaker != "" {
+			rt.brName = pm.Spec.Breaker
+		} else {
+			rt.brName = pm.Spec.Name
+			s := st.cfg.Tiers[pm.TierIndex].Breaker
+			s.Name = pm.Spec.Name
+			want[pm.Spec.Name] = s
+		}
+		if prev, ok := oldRT[rt.name]; ok && prev.mod == rt.mod && prev.planned.TierIndex == pm.TierIndex {
+			rt.w = prev.w
+			rt.lastStat.Store(prev.lastStat.Load())
+			delete(oldRT, rt.name)
+		}
+		st.tierMods[pm.TierIndex] = append(st.tierMods[pm.TierIndex], rt)
+	}
+	for name, s := range want {
+		b, err := e.breakers.GetOrCreate(s)
+		if errors.Is(err, breaker.ErrConflict) {
+			e.breakers.Remove(name)
+			b, _ = e.breakers.GetOrCreate(s)
+		}
+		_ = b
+	}
+	for _, snap := range e.breakers.List() {
+		if _, ok := want[snap.Name]; !ok {
+			e.breakers.Remove(snap.Name)
+		}
+	}
+	for _, ms := range st.tierMods {
+		for _, rt := range ms {
+			rt.br, _ = e.breakers.Get(rt.brName)
+			ttl := rt.spec.TTL
+			e.lg.SetTTL(rt.key, ttl)
+			if rt.w == nil {
+				rt.w = e.startWorker(rt)
+			}
+			rt.w.setModule(rt)
+		}
+	}
+	for _, m := range oldRT {
+		m.w.stop()
+		e.lg.Delete(m.key)
+	}
+	e.active = st
+	e.activeView.Store(st)
+	for _, h := range e.hooks {
+		if h.OnApply != nil {
+			h.OnApply(st.version)
+		}
+	}
+}
+
+func (e *Engine) onBreaker(t breaker.Transition) {
+	tick := e.curTick.Load()
+	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventBreaker, Breaker: &faultsummary.BreakerEvent{
+		Breaker: t.Name, From: t.From.String(), To: t.To.String(), Reason: t.Reason, At: t.At, TickID: tick}})
+	for _, h := range e.hooks {
+		if h.OnBreaker != nil {
+			h.OnBreaker(t)
+		}
+	}
+}
+
+// History returns the bounded history of summaries.
+func (e *Engine) History() *faultsummary.History { return e.history }
+
+// Events returns the hub on which ticks, breaker transitions and emergency changes are published.
+func (e *Engine) Events() *faultsummary.Hub { return e.hub }
+
+// Latest returns the newest summary, or nil before the first tick.
+func (e *Engine) Latest() *faultsummary.Summary { return e.history.Latest() }
+
+// Clock returns the engine's clock.
+func (e *Engine) Clock() clock.Clock { return e.clock }
+
+// Config returns the configuration in force (defaults applied).
+func (e *Engine) Config() Config { return e.activeView.Load().cfg }
+
+// StepMode reports whether the engine runs ticks only on demand (period 0).
+func (e *Engine) StepMode() bool { return e.activeView.Load().cfg.Period == 0 }
+
+// Breakers returns a snapshot of every breaker, sorted by name.
+func (e *Engine) Breakers() []breaker.Snapshot { return e.breakers.List() }
+
+// ResetBreaker closes the named breaker and clears its counters (operator action).
+func (e *Engine) ResetBreaker(name string) error {
+	b, ok := e.breakers.Get(name)
+	if !ok {
+		return fmt.Errorf("breaker %q: %w", name, ErrNotFound)
+	}
+	b.Reset()
+	return nil
+}
+
+// Blackboard returns the entries served after the latest completed tick (live values and
+// tagged fallbacks), one per module, in summary order. It is built from the latest summary,
+// so a reader never sees a half-written tick.
+func (e *Engine) Blackboard() []blackboard.Entry {
+	s := e.history.Latest()
+	if s == nil {
+		return nil
+	}
+	out := make([]blackboard.Entry, 0, len(s.Modules))
+	for _, m := range s.Modules {
+		sv := m.Served
+		out = append(out, blackboard.Entry{Key: sv.Key, Value: sv.Value, Module: m.Name, TickID: sv.WrittenTick,
+			Seq: sv.Seq, Written: sv.Written, Source: sv.Source, Stale: sv.Stale, Expired: sv.Expired,
+			Age: time.Duration(sv.AgeMs * float64(time.Millisecond)), DerivedFromStale: sv.DerivedFromStale})
+	}
+	return out
+}
+
+// ModuleInfo is what the engine knows about a module.
+type ModuleInfo struct {
+	Spec      tiers.ModuleSpec
+	TierIndex int
+	Attempts  int
+	Policy    tiers.Policy
+	Origin    Origin
+	Module    tiers.Module
+	Breaker   breaker.Snapshot
+	Busy      bool
+	Last      *faultsummary.Module
+	LastGood  lastgood.Lookup
+	// Pending reports a module registered but not yet applied at a tick boundary.
+	Pending bool
+}
+
+// Modules returns every module of the configuration in force, then pending registrations.
+func (e *Engine) Modules() []ModuleInfo {
+	st := e.activeView.Load()
+	now := e.clock.Now()
+	var out []ModuleInfo
+	seen := map[string]bool{}
+	for _, ms := range st.tierMods {
+		for _, rt := range ms {
+			seen[rt.name] = true
+			mi := ModuleInfo{Spec: rt.spec, TierIndex: rt.planned.TierIndex, Attempts: rt.planned.Attempts,
+				Policy: rt.planned.Policy, Origin: rt.origin, Module: rt.mod, Busy: rt.w.running.Load(),
+				Last: rt.lastStat.Load(), LastGood: e.lg.Get(rt.key, now)}
+			if rt.br != nil {
+				mi.Breaker = rt.br.Snapshot()
+			}
+			out = append(out, mi)
+		}
+	}
+	e.cfgMu.Lock()
+	d := e.desired
+	e.cfgMu.Unlock()
+	if d != st {
+		for _, pm := range d.plan.Modules {
+			if !seen[pm.Spec.Name] {
+				r := d.regs[pm.Spec.Name]
+				out = append(out, ModuleInfo{Spec: pm.Spec, TierIndex: pm.TierIndex, Attempts: pm.Attempts,
+					Policy: pm.Policy, Origin: r.Origin, Module: r.Module, Pending: true})
+			}
+		}
+	}
+	return out
+}
+
+// Module returns one module's information (including a pending registration).
+func (e *Engine) Module(name string) (ModuleInfo, bool) {
+	for _, m := range e.Modules() {
+		if m.Spec.Name == name {
+			return m, true
+		}
+	}
+	return ModuleInfo{}, false
+}
+
+// Registrations returns the registrations that the next tick boundary applies (the
+// desired configuration), in registration order.
+func (e *Engine) Registrations() []Registration {
+	e.cfgMu.Lock()
+	defer e.cfgMu.Unlock()
+	return e.desired.registrations()
+}
+
+// Close stops every idle worker and refuses further ticks. Workers of abandoned modules
+// exit as soon as their module returns; Close does not wait for them. Close does not stop
+// a running scheduler: cancel Run's context for that.
+func (e *Engine) Close() error {
+	if e.closed.Swap(true) {
+		return nil
+	}
+	e.tickMu.Lock()
+	defer e.tickMu.Unlock()
+	for _, ms := range e.active.tierMods {
+		for _, rt := range ms {
+			rt.w.stop()
+		}
+	}
+	if e.timer != nil {
+		e.timer.Stop()
+	}
+	return nil
+}
+
+// WaitWorkers waits until every worker goroutine has exited (after Close), or ctx ends.
+func (e *Engine) WaitWorkers(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { e.workersWG.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,248 @@
+// Package faultsummary defines the CycleFaultSummary that every tick publishes (JSON schema
+// cycled.fault_summary/v1, field names fixed by DESIGN.md), the bounded history of recent
+// summaries, and the event hub through which summaries and state changes are streamed.
+//
+// Publishing never blocks the tick: the latest summary is an atomic pointer, and a
+// subscriber that does not keep up skips ahead (its oldest undelivered events are dropped
+// and counted).
+package faultsummary
+
+import (
+	"time"
+
+	"github.com/cycled/cycled/blackboard"
+)
+
+// Schema is the value of the summary's schema field.
+const Schema = "cycled.fault_summary/v1"
+
+// Finish says how a tick ended.
+type Finish string
+
+// The ways a tick ends.
+const (
+	// Completed: every tier ran or was skipped by emergency mode.
+	Completed Finish = "completed"
+	// ShortCircuited: a module with the abort policy stopped the remaining tiers cleanly.
+	ShortCircuited Finish = "short_circuited"
+	// Failed: a tier ≥ 1 failed; the remaining tiers were skipped.
+	Failed Finish = "failed"
+)
+
+// Severity is the overall health of a tick.
+type Severity string
+
+// The severities.
+const (
+	// OK: nothing degraded.
+	OK Severity = "ok"
+	// Degraded: some module failed, was skipped or was served from last-known-good.
+	Degraded Severity = "degraded"
+	// Critical: emergency mode is active or a tier failed.
+	Critical Severity = "critical"
+)
+
+// TierStatus is the outcome of one tier.
+type TierStatus string
+
+// The tier statuses.
+const (
+	// TierOK: every module of the tier succeeded (or was not due).
+	TierOK TierStatus = "ok"
+	// TierDegraded: some module failed but the tier's policy absorbed it.
+	TierDegraded TierStatus = "degraded"
+	// TierFailed: a module with fail_fast failed.
+	TierFailed TierStatus = "failed"
+	// TierSkipped: the tier did not run (emergency mode, an abort or an earlier failure).
+	TierSkipped TierStatus = "skipped"
+)
+
+// Status is the outcome of one module in one tick.
+type Status string
+
+// The module statuses of DESIGN.md.
+const (
+	StatusOK          Status = "ok"           // succeeded on the first attempt
+	StatusRetried     Status = "retried"      // succeeded after more than one attempt
+	StatusFailed      Status = "failed"       // failed after all its attempts
+	StatusTimedOut    Status = "timed_out"    // still running at the tier deadline: abandoned
+	StatusBusy        Status = "busy"         // still running from an earlier tick: not started
+	StatusOpen        Status = "open"         // refused by its breaker: not run
+	StatusProbeOK     Status = "probe_ok"     // ran as a half-open probe and succeeded
+	StatusProbeFailed Status = "probe_failed" // ran as a half-open probe and failed
+	StatusSkipped     Status = "skipped"      // its tier was skipped (or it is emergency-only)
+	StatusNotDue      Status = "not_due"      // multi-rate module not due this tick
+)
+
+// Produced reports whether the status means the module produced a value this tick.
+func (s Status) Produced() bool { return s == StatusOK || s == StatusRetried || s == StatusProbeOK }
+
+// Ran reports whether the module was started this tick.
+func (s Status) Ran() bool {
+	switch s {
+	case StatusOK, StatusRetried, StatusFailed, StatusTimedOut, StatusProbeOK, StatusProbeFailed:
+		return true
+	}
+	return false
+}
+
+// Emergency is the emergency state carried by every summary.
+type Emergency struct {
+	// Active reports emergency mode.
+	Active bool `json:"active"`
+	// SinceTick is the tick in which the current (or last) emergency began; 0 if none ever.
+	SinceTick uint64 `json:"since_tick"`
+	// Reason says why the current (or last) emergency began; kept after recovery.
+	Reason string `json:"reason"`
+	// Latched reports a latched emergency waiting for an operator reset.
+	Latched bool `json:"latched"`
+	// HealthyTicks counts consecutive healthy safety ticks during an emergency.
+	HealthyTicks int `json:"healthy_ticks"`
+	// EndedTick is the tick in which the last emergency ended; 0 if none ended.
+	EndedTick uint64 `json:"ended_tick,omitempty"`
+}
+
+// Tier is one tier's line in the summary.
+type Tier struct {
+	Index           int        `json:"index"`
+	Name            string     `json:"name"`
+	BudgetMs        float64    `json:"budget_ms"`
+	ElapsedMs       float64    `json:"elapsed_ms"`
+	Status          TierStatus `json:"status"`
+	BudgetExhausted bool       `json:"budget_exhausted"`
+	Reason          string     `json:"reason,omitempty"`
+}
+
+// Served is what the blackboard serves for a module's key after the tick.
+type Served struct {
+	Key              string            `json:"key"`
+	Source           blackboard.Source `json:"source"`
+	Stale            bool              `json:"stale"`
+	Expired          bool              `json:"expired"`
+	AgeMs            float64           `json:"age_ms"`
+	DerivedFromStale bool              `json:"derived_from_stale"`
+	// Value, Written, WrittenTick and Seq describe the served value for the blackboard
+	// view; they are not part of the summary's JSON.
+	Value       any       `json:"-"`
+	Written     time.Time `json:"-"`
+	WrittenTick uint64    `json:"-"`
+	Seq         uint64    `json:"-"`
+}
+
+// Module is one module's line in the summary.
+type Module struct {
+	Name          string  `json:"name"`
+	Tier          string  `json:"tier"`
+	TierIndex     int     `json:"tier_index"`
+	Status        Status  `json:"status"`
+	Attempts      int     `json:"attempts"`
+	LatencyMs     float64 `json:"latency_ms"`
+	FaultKind     string  `json:"fault_kind"`
+	Error         string  `json:"error"`
+	Breaker       string  `json:"breaker"`
+	CircuitState  string  `json:"circuit_state"`
+	UsingFallback bool    `json:"using_fallback"`
+	Served        Served  `json:"served"`
+}
+
+// Summary is the CycleFaultSummary of one tick.
+type Summary struct {
+	Schema            string         `json:"schema"`
+	TickID            uint64         `json:"tick_id"`
+	ScheduledAt       time.Time      `json:"scheduled_at"`
+	StartedAt         time.Time      `json:"started_at"`
+	FinishedAt        time.Time      `json:"finished_at"`
+	StartLagMs        float64        `json:"start_lag_ms"`
+	WallMs            float64        `json:"wall_ms"`
+	Overrun           bool           `json:"overrun"`
+	SkippedGridPoints int            `json:"skipped_grid_points"`
+	Finish            Finish         `json:"finish"`
+	EmergencyMode     bool           `json:"emergency_mode"`
+	Emergency         Emergency      `json:"emergency"`
+	OverallSeverity   Severity       `json:"overall_severity"`
+	Tiers             []Tier         `json:"tiers"`
+	Modules           []Module       `json:"modules"`
+	RetryCounts       map[string]int `json:"retry_counts"`
+	OpenCircuits      []string       `json:"open_circuits"`
+	HalfOpenCircuits  []string       `json:"half_open_circuits"`
+	DegradedKeys      []string       `json:"degraded_keys"`
+	BudgetViolations  []string       `json:"budget_violations"`
+}
+
+// Module returns the line of the named module.
+func (s *Summary) Module(name string) (Module, bool) {
+	for _, m := range s.Modules {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Module{}, false
+}
+
+// Tier returns the line of the named tier.
+func (s *Summary) Tier(name string) (Tier, bool) {
+	for _, t := range s.Tiers {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tier{}, false
+}
+
+// ComputeSeverity returns critical in emergency mode or when a tier failed, degraded when
+// any module did not succeed (or any key is degraded), ok otherwise.
+func (s *Summary) ComputeSeverity() Severity {
+	if s.EmergencyMode || s.Finish == Failed {
+		return Critical
+	}
+	for _, t := range s.Tiers {
+		if t.Status == TierFailed {
+			return Critical
+		}
+	}
+	if len(s.DegradedKeys) > 0 || len(s.OpenCircuits) > 0 || len(s.BudgetViolations) > 0 || s.Finish == ShortCircuited {
+		return Degraded
+	}
+	for _, m := range s.Modules {
+		switch m.Status {
+		case StatusOK, StatusRetried, StatusProbeOK, StatusNotDue:
+		case StatusSkipped:
+			// an emergency-only module outside emergency is normal
+		default:
+			return Degraded
+		}
+	}
+	for _, t := range s.Tiers {
+		if t.Status != TierOK {
+			return Degraded
+		}
+	}
+	return OK
+}
+
+// Normalize fills the schema and replaces nil slices and maps by empty ones so that the
+// JSON carries [] and {} rather than null.
+func (s *Summary) Normalize() {
+	s.Schema = Schema
+	if s.Tiers == nil {
+		s.Tiers = []Tier{}
+	}
+	if s.Modules == nil {
+		s.Modules = []Module{}
+	}
+	if s.RetryCounts == nil {
+		s.RetryCounts = map[string]int{}
+	}
+	if s.OpenCircuits == nil {
+		s.OpenCircuits = []string{}
+	}
+	if s.HalfOpenCircuits == nil {
+		s.HalfOpenCircuits = []string{}
+	}
+	if s.DegradedKeys == nil {
+		s.DegradedKeys = []string{}
+	}
+	if s.BudgetViolations == nil {
+		s.BudgetViolations = []string{}
+	}
+}

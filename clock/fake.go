@@ -81,16 +81,18 @@ func (f *Fake) Set(t time.Time) {
 		if ft.when.After(f.now) {
 			f.now = ft.when
 		}
-		now := f.now
-		f.mu.Unlock()
-		if ft.fn != nil {
-			ft.fn()
-		} else {
+		if ft.fn == nil {
+			// Deliver under the lock, so that a Stop or Reset that returns after this
+			// point drains the value (see fakeTimer.drain).
 			select {
-			case ft.ch <- now:
+			case ft.ch <- f.now:
 			default:
 			}
+			f.mu.Unlock()
+			continue
 		}
+		f.mu.Unlock()
+		ft.fn()
 	}
 }
 
@@ -126,6 +128,9 @@ func (f *Fake) arm(t *fakeTimer, d time.Duration) bool {
 	if active {
 		heap.Remove(&f.timers, t.index)
 	}
+	if t.drain() {
+		active = true
+	}
 	f.seq++
 	t.seq = f.seq
 	t.when = f.now.Add(d)
@@ -149,11 +154,30 @@ func (t *fakeTimer) C() <-chan time.Time { return t.ch }
 func (t *fakeTimer) Stop() bool {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
-	if t.index < 0 {
+	active := t.index >= 0
+	if active {
+		heap.Remove(&t.f.timers, t.index)
+	}
+	if t.drain() {
+		active = true
+	}
+	return active
+}
+
+// drain discards a fired but unreceived time from t's channel and reports whether there
+// was one. Like a real timer since Go 1.23, a fake timer delivers no stale time after
+// Stop or Reset returns, and a timer whose time was never received counts as active.
+// The caller holds t.f.mu.
+func (t *fakeTimer) drain() bool {
+	if t.ch == nil {
 		return false
 	}
-	heap.Remove(&t.f.timers, t.index)
-	return true
+	select {
+	case <-t.ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func (t *fakeTimer) Reset(d time.Duration) bool { return t.f.arm(t, d) }

@@ -3,10 +3,19 @@
 // by its last value, tagged stale, until the TTL has passed.
 //
 // The store is deterministic and never drops a write: it is a map under a lock, bounded by
-// the number of keys.
+// the number of keys. It never reads a clock: the time of a write is the Written field of
+// the entry and the time of a read is the now passed to Get, so the same sequence of calls
+// always gives the same answers, on the wall clock and on a virtual one.
+//
+// A value read at now has the age now − Written (clamped at zero when now is before
+// Written). It is Stale, servable and tagged stale, while age < TTL, and Expired, not to be
+// served, once age ≥ TTL: a value whose age is exactly its TTL is expired.
 package lastgood
 
 import (
+	"slices"
+	"strconv"
+	"sync"
 	"time"
 )
 
@@ -15,18 +24,51 @@ type Quality uint8
 
 // The qualities.
 const (
-	// Missing: no value was ever stored for the key.
+	// Missing means that no value was ever stored for the key (or it was deleted).
 	Missing Quality = iota
-	// Stale: a value younger than its TTL; it may be served, tagged stale.
+	// Stale means that the value is younger than its TTL; it may be served, tagged stale.
 	Stale
-	// Expired: the value is older than its TTL; it must not be served.
+	// Expired means that the value's age has reached its TTL; it must not be served.
 	Expired
 )
 
+var qualityNames = [...]string{Missing: "missing", Stale: "stale", Expired: "expired"}
+
 // String returns "missing", "stale" or "expired".
-func (q Quality) String() string { panic("todo") }
+func (q Quality) String() string {
+	if int(q) < len(qualityNames) {
+		return qualityNames[q]
+	}
+	return "quality(" + strconv.Itoa(int(q)) + ")"
+}
+
+// Defaults of the TTL policy (documented on TTL).
+const (
+	defaultTTL           = 5 * time.Second       // TTL of keys without a policy
+	defaultAutoK         = 3.0                   // multiplier of an automatic TTL
+	defaultAutoMin       = 10 * time.Millisecond // lower clamp of an automatic TTL
+	defaultAutoMaxFactor = 12                    // upper clamp = this × the store default
+	autoAlpha            = 0.2                   // weight of the newest interval in the average
+)
 
 // TTL is the time-to-live policy of a key.
+//
+// The TTL in force for a key is:
+//
+//   - without a policy (SetTTL never called, or the key was deleted): the store default
+//     (WithDefaultTTL, 5s unless set);
+//   - with Auto false: Fixed, or the store default when Fixed is not positive;
+//   - with Auto true: K × A clamped to [Min, Max], where A is the exponentially weighted
+//     moving average of the interval between successive Puts of the key (their Written
+//     times): the first interval seeds A, and every later interval x updates it as
+//     A ← A + 0.2·(x − A). Intervals that are not positive (two writes at the same instant,
+//     or Written going backwards) are not sampled. Until two writes with a positive
+//     interval have been seen, the TTL is Fixed, or the store default when Fixed is not
+//     positive. K not positive means 3; Min not positive means 10ms; Max not positive means
+//     12 × the store default; a Max below Min is raised to Min.
+//
+// The write history of a key is kept whatever its policy, so a key switched to Auto uses
+// the intervals observed before the switch. Delete forgets the history with the policy.
 type TTL struct {
 	// Fixed is the TTL when Auto is false. Zero means the store's default.
 	Fixed time.Duration
@@ -42,54 +84,219 @@ type TTL struct {
 
 // Entry is a stored value with its provenance.
 type Entry struct {
-	Key     string
-	Value   any
-	Module  string
-	TickID  uint64
+	// Key is the blackboard key the value was written to.
+	Key string
+	// Value is the value the module produced. The store keeps it as given and never copies it.
+	Value any
+	// Module is the name of the module that produced the value.
+	Module string
+	// TickID is the tick in which the value was produced.
+	TickID uint64
+	// Written is when the value was produced: the origin of its age.
 	Written time.Time
-	Seq     uint64 // assigned by Put: strictly increasing per store
+	// Seq is assigned by Put: strictly increasing across the store, starting at 1.
+	Seq uint64
 }
 
-// Lookup is the answer to Get.
+// Lookup is the answer to Get. When Quality is Missing, Entry is zero except for Key.
 type Lookup struct {
+	// Entry is the stored value with its provenance.
 	Entry
+	// Quality says whether the value may be served.
 	Quality Quality
-	Age     time.Duration // now − Written; zero when Missing
-	TTL     time.Duration // the TTL in force for the key
+	// Age is now − Written, never negative; zero when Missing.
+	Age time.Duration
+	// TTL is the TTL in force for the key at the time of the lookup.
+	TTL time.Duration
 }
 
-// Option configures a Store.
+// Option configures a Store; see WithDefaultTTL.
 type Option interface{ apply(*Store) }
 
 type optionFunc func(*Store)
 
 func (f optionFunc) apply(s *Store) { f(s) }
 
-// WithDefaultTTL sets the TTL of keys without their own policy. Default: 5s.
+// WithDefaultTTL sets the TTL of keys without their own policy. Default: 5s. A
+// non-positive d is ignored.
 func WithDefaultTTL(d time.Duration) Option { return optionFunc(func(s *Store) { s.defaultTTL = d }) }
 
 // Store is the last-known-good store. It is safe for concurrent use.
 type Store struct {
-	defaultTTL time.Duration
+	defaultTTL time.Duration // set by New, read-only afterwards
+
+	mu      sync.RWMutex
+	records map[string]*record // guarded by mu
+	seq     uint64             // guarded by mu; the last assigned Entry.Seq
+	stored  int                // guarded by mu; records with a value
+}
+
+// record is the state of one key. Its fields are guarded by Store.mu.
+type record struct {
+	entry     Entry // guarded by mu; valid when hasEntry
+	hasEntry  bool  // guarded by mu
+	policy    TTL   // guarded by mu; valid when hasPolicy
+	hasPolicy bool  // guarded by mu
+
+	// Write history for automatic TTLs.
+	lastWrite time.Time // guarded by mu; Written of the previous Put
+	avg       float64   // guarded by mu; moving average of the write interval, in ns
+	samples   uint64    // guarded by mu; intervals folded into avg
 }
 
 // New returns an empty store.
-func New(opts ...Option) *Store { panic("todo") }
+func New(opts ...Option) *Store {
+	s := &Store{defaultTTL: defaultTTL}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(s)
+		}
+	}
+	if s.defaultTTL <= 0 {
+		s.defaultTTL = defaultTTL
+	}
+	s.records = make(map[string]*record)
+	return s
+}
 
-// SetTTL sets the TTL policy of key.
-func (s *Store) SetTTL(key string, ttl TTL) { panic("todo") }
+// SetTTL sets the TTL policy of key. The key need not have a value yet; the policy is
+// kept until Delete.
+func (s *Store) SetTTL(key string, ttl TTL) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.records[key]
+	if r == nil {
+		r = &record{}
+		s.records[key] = r
+	}
+	r.policy = ttl
+	r.hasPolicy = true
+}
 
 // Put stores e as the last good value of e.Key, assigns its sequence number and returns it.
-func (s *Store) Put(e Entry) Entry { panic("todo") }
+// The latest Put of a key always wins; e.Written should be the time of the successful
+// write, as it is the origin of the value's age and a sample of the key's write interval.
+// Put of a key that already has a record allocates nothing.
+func (s *Store) Put(e Entry) Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.records[e.Key]
+	if r == nil {
+		r = &record{}
+		s.records[e.Key] = r
+	}
+	if r.hasEntry {
+		if x := e.Written.Sub(r.lastWrite); x > 0 {
+			if r.samples == 0 {
+				r.avg = float64(x)
+			} else {
+				r.avg += autoAlpha * (float64(x) - r.avg)
+			}
+			r.samples++
+		}
+	} else {
+		s.stored++
+	}
+	r.lastWrite = e.Written
+	s.seq++
+	e.Seq = s.seq
+	r.entry = e
+	r.hasEntry = true
+	return e
+}
 
-// Get returns the stored value of key with its age and quality at now.
-func (s *Store) Get(key string, now time.Time) Lookup { panic("todo") }
+// Get returns the stored value of key with its age and quality at now. It allocates nothing.
+func (s *Store) Get(key string, now time.Time) Lookup {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r := s.records[key]
+	if r == nil {
+		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: s.defaultTTL}
+	}
+	ttl := s.ttlOf(r)
+	if !r.hasEntry {
+		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: ttl}
+	}
+	age := now.Sub(r.entry.Written)
+	if age < 0 {
+		age = 0
+	}
+	q := Stale
+	if age >= ttl {
+		q = Expired
+	}
+	return Lookup{Entry: r.entry, Quality: q, Age: age, TTL: ttl}
+}
 
-// Delete forgets key and its TTL policy.
-func (s *Store) Delete(key string) { panic("todo") }
+// ttlOf computes the TTL in force for r. The caller holds s.mu (read or write).
+func (s *Store) ttlOf(r *record) time.Duration {
+	if !r.hasPolicy {
+		return s.defaultTTL
+	}
+	p := r.policy
+	fixed := p.Fixed
+	if fixed <= 0 {
+		fixed = s.defaultTTL
+	}
+	if !p.Auto || r.samples == 0 {
+		return fixed
+	}
+	k := p.K
+	if !(k > 0) { // also catches NaN
+		k = defaultAutoK
+	}
+	lo, hi := p.Min, p.Max
+	if lo <= 0 {
+		lo = defaultAutoMin
+	}
+	if hi <= 0 {
+		hi = defaultAutoMaxFactor * s.defaultTTL
+	}
+	if hi < lo {
+		hi = lo
+	}
+	v := k * r.avg
+	switch {
+	case !(v >= float64(lo)): // also catches NaN
+		return lo
+	case v >= float64(hi):
+		return hi
+	default:
+		return time.Duration(v)
+	}
+}
 
-// Len returns the number of stored keys.
-func (s *Store) Len() int { panic("todo") }
+// Delete forgets key, its value, its write history and its TTL policy.
+func (s *Store) Delete(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.records[key]
+	if r == nil {
+		return
+	}
+	if r.hasEntry {
+		s.stored--
+	}
+	delete(s.records, key)
+}
+
+// Len returns the number of stored keys: keys with a value (a TTL policy alone does not count).
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.stored
+}
 
 // Keys returns the stored keys, sorted.
-func (s *Store) Keys() []string { panic("todo") }
+func (s *Store) Keys() []string {
+	s.mu.RLock()
+	out := make([]string, 0, s.stored)
+	for k, r := range s.records {
+		if r.hasEntry {
+			out = append(out, k)
+		}
+	}
+	s.mu.RUnlock()
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,615 @@
+package cycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cycled/cycled/blackboard"
+	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/lastgood"
+	"github.com/cycled/cycled/tiers"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestTransientRetriedThenOK(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		flaky := &script{}
+		flaky.fn = func(_ context.Context, in *tiers.Input) (any, error) {
+			if in.Attempt() == 1 {
+				return nil, fault.Transient(errBoom)
+			}
+			return "fine", nil
+		}
+		e := newEngine(t, Config{}, []Registration{reg("flaky", "knowledge", flaky)})
+		s := tick(t, e)
+		m := mod(t, s, "flaky")
+		if m.Status != faultsummary.StatusRetried || m.Attempts != 2 {
+			t.Fatalf("status %q attempts %d, want retried 2", m.Status, m.Attempts)
+		}
+		if s.RetryCounts["flaky"] != 1 {
+			t.Fatalf("retry_counts = %v, want flaky:1", s.RetryCounts)
+		}
+		if m.Served.Source != blackboard.Live || m.FaultKind != "" {
+			t.Fatalf("served %+v kind %q", m.Served, m.FaultKind)
+		}
+		// 5ms backoff between the attempts, on virtual time.
+		if m.LatencyMs != 5 {
+			t.Fatalf("latency %vms, want 5ms (one backoff)", m.LatencyMs)
+		}
+		if s.OverallSeverity != faultsummary.OK || s.Finish != faultsummary.Completed {
+			t.Fatalf("severity %q finish %q", s.OverallSeverity, s.Finish)
+		}
+	})
+}
+
+func TestPermanentNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bad := failing(fault.Permanent(errBoom))
+		e := newEngine(t, Config{}, []Registration{reg("bad", "knowledge", bad)})
+		s := tick(t, e)
+		m := mod(t, s, "bad")
+		if m.Status != faultsummary.StatusFailed || m.Attempts != 1 || m.FaultKind != "contract" || m.Error != "boom" {
+			t.Fatalf("got %+v", m)
+		}
+		if bad.runs.Load() != 1 {
+			t.Fatalf("ran %d times, want 1", bad.runs.Load())
+		}
+		if len(s.RetryCounts) != 0 {
+			t.Fatalf("retry_counts %v, want empty", s.RetryCounts)
+		}
+		if tierOf(t, s, "knowledge").Status != faultsummary.TierDegraded || s.OverallSeverity != faultsummary.Degraded {
+			t.Fatalf("tier %+v severity %q", tierOf(t, s, "knowledge"), s.OverallSeverity)
+		}
+	})
+}
+
+// TestBreakerLifecycle walks one module through the whole breaker and last-known-good cycle.
+func TestBreakerLifecycle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failNow atomic.Bool
+		m := &script{}
+		m.fn = func(_ context.Context, in *tiers.Input) (any, error) {
+			if failNow.Load() {
+				return nil, fault.Permanent(errBoom)
+			}
+			return "v", nil
+		}
+		e := newEngine(t, Config{}, []Registration{reg("lidar", "knowledge", m, func(s *tiers.ModuleSpec) {
+			s.TTL = lastgood.TTL{Fixed: 2500 * time.Millisecond}
+		})})
+		s := tick(t, e) // tick 1: ok, stored as last good
+		if mod(t, s, "lidar").Status != faultsummary.StatusOK {
+			t.Fatal("tick 1 not ok")
+		}
+		failNow.Store(true)
+		for i := 2; i <= 3; i++ {
+			time.Sleep(100 * time.Millisecond)
+			s = tick(t, e)
+			l := mod(t, s, "lidar")
+			if l.Status != faultsummary.StatusFailed || l.CircuitState != "closed" {
+				t.Fatalf("tick %d: %q %q, want failed closed", i, l.Status, l.CircuitState)
+			}
+			if !l.Served.Stale || l.Served.Source != blackboard.LastGood || !l.UsingFallback {
+				t.Fatalf("tick %d: served %+v", i, l.Served)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		s = tick(t, e) // tick 4: third failed tick = threshold → open
+		l := mod(t, s, "lidar")
+		if l.Status != faultsummary.StatusFailed || l.CircuitState != "open" || !slices.Contains(s.OpenCircuits, "lidar") {
+			t.Fatalf("tick 4: %q %q open=%v", l.Status, l.CircuitState, s.OpenCircuits)
+		}
+		runs := m.runs.Load()
+		time.Sleep(100 * time.Millisecond)
+		s = tick(t, e) // tick 5: open → not run, last good served stale with its age
+		l = mod(t, s, "lidar")
+		if l.Status != faultsummary.StatusOpen || m.runs.Load() != runs {
+			t.Fatalf("tick 5: status %q runs %d→%d", l.Status, runs, m.runs.Load())
+		}
+		if l.Served.Source != blackboard.LastGood || !l.Served.Stale || l.Served.AgeMs != 400 {
+			t.Fatalf("tick 5: served %+v, want last_good stale age 400ms", l.Served)
+		}
+		if !slices.Contains(s.DegradedKeys, "lidar.result") {
+			t.Fatalf("degraded_keys %v", s.DegradedKeys)
+		}
+		// The breaker opened at t = 0.3s with a 1s cooldown; the TTL runs out at t = 2.5s.
+		time.Sleep(800 * time.Millisecond) // t = 1.2s: still within cooldown
+		s = tick(t, e)
+		if st := mod(t, s, "lidar").Status; st != faultsummary.StatusOpen {
+			t.Fatalf("within cooldown: %q", st)
+		}
+		time.Sleep(100 * time.Millisecond) // t = 1.3s: cooldown over → probe, fails → reopen
+		s = tick(t, e)
+		l = mod(t, s, "lidar")
+		if l.Status != faultsummary.StatusProbeFailed || l.CircuitState != "open" {
+			t.Fatalf("probe: %q %q", l.Status, l.CircuitState)
+		}
+		time.Sleep(1200 * time.Millisecond) // t = 2.5s: fresh cooldown (from 1.3s) over
+		failNow.Store(false)
+		s = tick(t, e)
+		l = mod(t, s, "lidar")
+		if l.Status != faultsummary.StatusProbeOK || l.CircuitState != "half_open" || !slices.Contains(s.HalfOpenCircuits, "lidar") {
+			t.Fatalf("probe 1: %q %q", l.Status, l.CircuitState)
+		}
+		if l.Served.Source != blackboard.Live {
+			t.Fatalf("probe ok serves live, got %+v", l.Served)
+		}
+		s = tick(t, e)
+		l = mod(t, s, "lidar")
+		if l.Status != faultsummary.StatusProbeOK || l.CircuitState != "closed" {
+			t.Fatalf("probe 2: %q %q", l.Status, l.CircuitState)
+		}
+		s = tick(t, e)
+		if st := mod(t, s, "lidar").Status; st != faultsummary.StatusOK {
+			t.Fatalf("closed again: %q", st)
+		}
+	})
+}
+
+func TestLastGoodExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failNow atomic.Bool
+		m := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if failNow.Load() {
+				return nil, fault.Validation(errBoom)
+			}
+			return 42, nil
+		}}
+		e := newEngine(t, Config{}, []Registration{reg("cam", "knowledge", m, func(s *tiers.ModuleSpec) {
+			s.TTL = lastgood.TTL{Fixed: time.Second}
+		})})
+		tick(t, e)
+		failNow.Store(true)
+		time.Sleep(999 * time.Millisecond)
+		s := tick(t, e)
+		if sv := mod(t, s, "cam").Served; sv.Source != blackboard.LastGood || !sv.Stale || sv.Expired {
+			t.Fatalf("before TTL: %+v", sv)
+		}
+		time.Sleep(time.Millisecond)
+		s = tick(t, e)
+		sv := mod(t, s, "cam").Served
+		if sv.Source != blackboard.None || !sv.Expired || sv.AgeMs != 1000 {
+			t.Fatalf("at TTL: %+v, want none expired age 1000ms", sv)
+		}
+		if !slices.Contains(s.DegradedKeys, "cam.result (expired)") {
+			t.Fatalf("degraded_keys %v", s.DegradedKeys)
+		}
+		if mod(t, s, "cam").UsingFallback {
+			t.Fatal("expired value must not count as a fallback in use")
+		}
+	})
+}
+
+func TestHungModuleIsAbandonedAndBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var started atomic.Int32
+		hang := &script{fn: func(ctx context.Context, in *tiers.Input) (any, error) {
+			started.Add(1)
+			<-release // ignores ctx
+			return "late", nil
+		}}
+		fast := ok("fast")
+		ts := testTiers()
+		ts[2].Breaker.FailureThreshold = 10
+		e := newEngine(t, Config{Tiers: ts}, []Registration{
+			reg("hang", "planning", hang, func(s *tiers.ModuleSpec) { s.MaxAttempts = 1 }),
+			reg("fast", "planning", fast),
+		})
+		before := runtime.NumGoroutine()
+		s := tick(t, e)
+		pl := tierOf(t, s, "planning")
+		if pl.ElapsedMs > 100+2 {
+			t.Fatalf("tier took %vms, budget 100ms", pl.ElapsedMs)
+		}
+		if !pl.BudgetExhausted || !slices.Contains(s.BudgetViolations, "planning") {
+			t.Fatalf("budget not reported exhausted: %+v %v", pl, s.BudgetViolations)
+		}
+		h := mod(t, s, "hang")
+		if h.Status != faultsummary.StatusTimedOut || h.FaultKind != "transient" || h.Attempts != 1 {
+			t.Fatalf("hang: %+v", h)
+		}
+		if mod(t, s, "fast").Status != faultsummary.StatusOK {
+			t.Fatal("fast module not ok")
+		}
+		for i := 0; i < 3; i++ {
+			s = tick(t, e)
+			if st := mod(t, s, "hang").Status; st != faultsummary.StatusBusy {
+				t.Fatalf("tick %d: hang %q, want busy", s.TickID, st)
+			}
+			if runtime.NumGoroutine() != before {
+				t.Fatalf("goroutines %d → %d: a busy module must not pile up goroutines", before, runtime.NumGoroutine())
+			}
+		}
+		if started.Load() != 1 {
+			t.Fatalf("started %d times, want exactly one outstanding run", started.Load())
+		}
+		close(release)
+		synctest.Wait()
+		s = tick(t, e)
+		if h := mod(t, s, "hang"); h.Status != faultsummary.StatusOK {
+			t.Fatalf("after return: %+v", h)
+		}
+		if v, _ := json.Marshal(mod(t, s, "hang").Served); len(v) == 0 {
+			t.Fatal("no served")
+		}
+	})
+}
+
+func TestPanicRecovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &script{fn: func(context.Context, *tiers.Input) (any, error) { panic("kaboom") }}
+		e := newEngine(t, Config{}, []Registration{reg("p", "knowledge", p)})
+		s := tick(t, e)
+		m := mod(t, s, "p")
+		if m.Status != faultsummary.StatusFailed || m.FaultKind != "internal" || m.Error != "panic: kaboom" || m.Attempts != 1 {
+			t.Fatalf("got %+v", m)
+		}
+		s = tick(t, e) // the worker survived
+		if mod(t, s, "p").Attempts != 1 {
+			t.Fatal("worker did not survive the panic")
+		}
+	})
+}
+
+func TestSafetyFailureEntersEmergencyAndRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failNow atomic.Bool
+		guard := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if failNow.Load() {
+				return nil, fault.Validation(errBoom)
+			}
+			return "clear", nil
+		}}
+		planner := ok("plan")
+		safeStop := ok("stopped")
+		cfg := Config{Emergency: EmergencyConfig{SkipTiers: []string{"knowledge"}, RecoverAfter: 2}}
+		e := newEngine(t, cfg, []Registration{
+			reg("guard", "safety", guard),
+			reg("world", "knowledge", ok("w")),
+			reg("planner", "planning", planner),
+			reg("safe_stop", "planning", safeStop, func(s *tiers.ModuleSpec) { s.Emergency = true }),
+		})
+		var events []faultsummary.EmergencyEvent
+		sub := e.Events().Subscribe(64)
+		defer sub.Close()
+		s := tick(t, e)
+		if s.EmergencyMode || mod(t, s, "safe_stop").Status != faultsummary.StatusSkipped || safeStop.runs.Load() != 0 {
+			t.Fatal("emergency-only module ran outside emergency")
+		}
+		if s.OverallSeverity != faultsummary.OK {
+			t.Fatalf("severity %q: an idle emergency-only module is not a degradation", s.OverallSeverity)
+		}
+		failNow.Store(true)
+		s = tick(t, e) // tick 2: the safety failure enters emergency on this same tick
+		if !s.EmergencyMode || !s.Emergency.Active || s.Emergency.SinceTick != 2 || s.OverallSeverity != faultsummary.Critical {
+			t.Fatalf("tick 2: %+v", s.Emergency)
+		}
+		if s.Emergency.Reason == "" {
+			t.Fatal("no reason")
+		}
+		if tierOf(t, s, "knowledge").Status != faultsummary.TierSkipped || mod(t, s, "world").Status != faultsummary.StatusSkipped {
+			t.Fatal("knowledge not skipped")
+		}
+		if mod(t, s, "guard").Served.Source != blackboard.None || mod(t, s, "guard").UsingFallback {
+			t.Fatalf("safety served %+v: must fail closed", mod(t, s, "guard").Served)
+		}
+		if mod(t, s, "safe_stop").Status != faultsummary.StatusOK || safeStop.runs.Load() != 1 {
+			t.Fatal("safe_stop did not run in emergency")
+		}
+		if mod(t, s, "planner").Status != faultsummary.StatusOK {
+			t.Fatal("planning is not in skip_tiers and must run")
+		}
+		failNow.Store(false)
+		s = tick(t, e) // healthy 1
+		if !s.EmergencyMode || s.Emergency.HealthyTicks != 1 {
+			t.Fatalf("tick 3: %+v", s.Emergency)
+		}
+		s = tick(t, e) // healthy 2 → leave
+		if s.EmergencyMode || s.Emergency.Active || s.Emergency.Reason == "" || s.Emergency.EndedTick != 4 {
+			t.Fatalf("tick 4: %+v", s.Emergency)
+		}
+		if mod(t, s, "world").Status != faultsummary.StatusOK {
+			t.Fatal("knowledge did not run after recovery")
+		}
+		for len(sub.C()) > 0 {
+			ev := <-sub.C()
+			if ev.Type == faultsummary.EventEmergency {
+				events = append(events, *ev.Emergency)
+			}
+		}
+		if len(events) != 2 || !events[0].Entered || events[0].TickID != 2 || events[1].Entered || events[1].TickID != 4 {
+			t.Fatalf("events %+v", events)
+		}
+	})
+}
+
+func TestEmergencyLatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failNow atomic.Bool
+		guard := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if failNow.Load() {
+				return nil, fault.Transient(errBoom)
+			}
+			return "clear", nil
+		}}
+		world := ok("w")
+		e := newEngine(t, Config{Emergency: EmergencyConfig{Latch: true, RecoverAfter: 1}}, []Registration{
+			reg("guard", "safety", guard),
+			reg("world", "knowledge", world),
+		})
+		failNow.Store(true)
+		s := tick(t, e)
+		if !s.Emergency.Active || !s.Emergency.Latched {
+			t.Fatalf("%+v", s.Emergency)
+		}
+		failNow.Store(false)
+		for i := 0; i < 5; i++ {
+			s = tick(t, e)
+			if !s.EmergencyMode {
+				t.Fatalf("tick %d: latched emergency left without a reset", s.TickID)
+			}
+		}
+		if world.runs.Load() != 0 {
+			t.Fatal("a skipped tier's module ran")
+		}
+		e.ResetEmergency()
+		s = tick(t, e) // reset, then one healthy tick (recover_after 1)
+		if s.EmergencyMode {
+			t.Fatalf("after reset: %+v", s.Emergency)
+		}
+	})
+}
+
+func TestOpenSafetyBreakerIsStandingFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		guard := failing(fault.Transient(errBoom))
+		e := newEngine(t, Config{Emergency: EmergencyConfig{RecoverAfter: 1}}, []Registration{reg("guard", "safety", guard)})
+		tick(t, e)
+		s := tick(t, e) // threshold 2 → open
+		if mod(t, s, "guard").CircuitState != "open" {
+			t.Fatal("safety breaker not open")
+		}
+		s = tick(t, e)
+		if mod(t, s, "guard").Status != faultsummary.StatusOpen || !s.EmergencyMode || s.Emergency.HealthyTicks != 0 {
+			t.Fatalf("open safety breaker must keep emergency: %+v", s.Emergency)
+		}
+	})
+}
+
+func TestAbortShortCircuits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		later := ok("x")
+		e := newEngine(t, Config{}, []Registration{
+			reg("gate", "knowledge", failing(fault.Validation(errBoom)), func(s *tiers.ModuleSpec) { s.Policy = tiers.Abort }),
+			reg("later", "planning", later),
+		})
+		for i := 0; i < 5; i++ {
+			s := tick(t, e)
+			if s.Finish != faultsummary.ShortCircuited || s.EmergencyMode {
+				t.Fatalf("finish %q emergency %v", s.Finish, s.EmergencyMode)
+			}
+			if tierOf(t, s, "planning").Status != faultsummary.TierSkipped || mod(t, s, "later").Status != faultsummary.StatusSkipped {
+				t.Fatal("planning not skipped")
+			}
+			if mod(t, s, "gate").CircuitState != "closed" {
+				t.Fatal("abort must not count as a breaker failure")
+			}
+		}
+		if later.runs.Load() != 0 {
+			t.Fatal("later ran")
+		}
+	})
+}
+
+func TestFailFastInLaterTier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		later := ok("x")
+		e := newEngine(t, Config{}, []Registration{
+			reg("strict", "knowledge", failing(fault.Validation(errBoom)), func(s *tiers.ModuleSpec) { s.Policy = tiers.FailFast }),
+			reg("sibling", "knowledge", ok("s")),
+			reg("later", "planning", later),
+		})
+		s := tick(t, e)
+		if s.Finish != faultsummary.Failed || s.EmergencyMode || s.OverallSeverity != faultsummary.Critical {
+			t.Fatalf("finish %q emergency %v severity %q", s.Finish, s.EmergencyMode, s.OverallSeverity)
+		}
+		if tierOf(t, s, "knowledge").Status != faultsummary.TierFailed || tierOf(t, s, "planning").Status != faultsummary.TierSkipped {
+			t.Fatal("tier statuses wrong")
+		}
+		if mod(t, s, "sibling").Status != faultsummary.StatusOK || later.runs.Load() != 0 {
+			t.Fatal("sibling must finish; later must not run")
+		}
+	})
+}
+
+func TestSharedBreakerOnOpen(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failNow atomic.Bool
+		a := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if failNow.Load() {
+				return nil, fault.Transient(errBoom)
+			}
+			return "a", nil
+		}}
+		b, c := ok("b"), ok("c")
+		cfg := Config{Breakers: map[string]breaker.Settings{"llm": {FailureThreshold: 1, Cooldown: time.Minute}}}
+		e := newEngine(t, cfg, []Registration{
+			reg("a", "knowledge", a, func(s *tiers.ModuleSpec) { s.Breaker = "llm" }),
+			reg("b", "planning", b, func(s *tiers.ModuleSpec) { s.Breaker = "llm"; s.OnOpen = tiers.Bypass }),
+			reg("c", "planning", c, func(s *tiers.ModuleSpec) {
+				s.Breaker = "llm"
+				s.OnOpen = tiers.Fail
+				s.Policy = tiers.FailFast
+			}),
+		})
+		tick(t, e) // everything ok: b has a last-good value
+		failNow.Store(true)
+		s := tick(t, e) // a fails → llm opens (threshold 1)
+		if mod(t, s, "a").Status != faultsummary.StatusFailed || !slices.Contains(s.OpenCircuits, "llm") {
+			t.Fatalf("a %+v open %v", mod(t, s, "a"), s.OpenCircuits)
+		}
+		// a ran before b and c: its failure opened the breaker they share in the same tick.
+		mb, mc := mod(t, s, "b"), mod(t, s, "c")
+		if mb.Status != faultsummary.StatusOpen || mb.Served.Source != blackboard.LastGood || !mb.UsingFallback {
+			t.Fatalf("b (bypass): %+v", mb)
+		}
+		if mc.Status != faultsummary.StatusOpen || tierOf(t, s, "planning").Status != faultsummary.TierFailed || s.Finish != faultsummary.Failed {
+			t.Fatalf("c (fail): %+v tier %+v finish %q", mc, tierOf(t, s, "planning"), s.Finish)
+		}
+		if b.runs.Load() != 1 || c.runs.Load() != 1 {
+			t.Fatal("b and c must not run while llm is open")
+		}
+		if len(s.OpenCircuits) != 1 {
+			t.Fatalf("open_circuits lists a shared breaker once: %v", s.OpenCircuits)
+		}
+	})
+}
+
+func TestEveryThirdTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		slow := ok("s")
+		e := newEngine(t, Config{}, []Registration{reg("slow", "knowledge", slow, func(s *tiers.ModuleSpec) { s.Every = 3 })})
+		var got []faultsummary.Status
+		for i := 0; i < 7; i++ {
+			got = append(got, mod(t, tick(t, e), "slow").Status)
+		}
+		want := []faultsummary.Status{"not_due", "not_due", "ok", "not_due", "not_due", "ok", "not_due"}
+		if !slices.Equal(got, want) {
+			t.Fatalf("statuses %v, want %v", got, want)
+		}
+		if slow.runs.Load() != 2 {
+			t.Fatalf("runs %d", slow.runs.Load())
+		}
+	})
+}
+
+func TestDerivedFromStalePropagates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failNow atomic.Bool
+		src := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if failNow.Load() {
+				return nil, fault.Permanent(errBoom)
+			}
+			return 1, nil
+		}}
+		mid := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) { return in.Value("src.result"), nil }}
+		top := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) { return in.Value("mid.result"), nil }}
+		cfg := Config{Tiers: append(testTiers(), tiers.Tier{Name: "execution", Budget: 50 * time.Millisecond})}
+		e := newEngine(t, cfg, []Registration{
+			reg("src", "knowledge", src),
+			reg("mid", "planning", mid, func(s *tiers.ModuleSpec) { s.Reads = []string{"src.result"} }),
+			reg("top", "execution", top, func(s *tiers.ModuleSpec) { s.Reads = []string{"mid.result"} }),
+		})
+		s := tick(t, e)
+		if mod(t, s, "mid").Served.DerivedFromStale || mod(t, s, "top").Served.DerivedFromStale {
+			t.Fatal("fresh inputs tagged stale")
+		}
+		failNow.Store(true)
+		s = tick(t, e)
+		if !mod(t, s, "src").Served.Stale {
+			t.Fatal("src not stale")
+		}
+		m, tp := mod(t, s, "mid"), mod(t, s, "top")
+		if m.Served.Source != blackboard.Live || !m.Served.DerivedFromStale || !tp.Served.DerivedFromStale {
+			t.Fatalf("mid %+v top %+v", m.Served, tp.Served)
+		}
+		// The value itself flowed through the last-known-good store.
+		if tp.Served.Value != 1 {
+			t.Fatalf("top value %v", tp.Served.Value)
+		}
+	})
+}
+
+func TestRegisterAppliesAtTickBoundary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{}, []Registration{reg("a", "knowledge", ok("a"))})
+		tick(t, e)
+		late := ok("late")
+		if err := e.Register(reg("late", "planning", late)); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Register(reg("late", "planning", late)); !errors.Is(err, ErrDuplicate) {
+			t.Fatalf("duplicate: %v", err)
+		}
+		var ve *tiers.ValidationError
+		if err := e.Register(reg("bad", "nowhere", ok(1))); !errors.As(err, &ve) || ve.Problems[0].Path != "modules[2].tier" {
+			t.Fatalf("invalid: %v", err)
+		}
+		if mi, ok := e.Module("late"); !ok || !mi.Pending {
+			t.Fatal("pending registration not visible")
+		}
+		s := tick(t, e)
+		if mod(t, s, "late").Status != faultsummary.StatusOK {
+			t.Fatal("registered module did not run on the next tick")
+		}
+		if err := e.Deregister("a"); !errors.Is(err, ErrNotRuntime) {
+			t.Fatalf("deregister config module: %v", err)
+		}
+		if err := e.Deregister("late"); err != nil {
+			t.Fatal(err)
+		}
+		s = tick(t, e)
+		if _, ok := s.Module("late"); ok {
+			t.Fatal("deregistered module still runs")
+		}
+	})
+}
+
+func TestReloadRejectedWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{}, []Registration{reg("a", "knowledge", ok("a"))})
+		bad := testTiers()
+		bad[1].Budget = 0
+		err := e.Reload(Config{Tiers: bad}, []Registration{reg("a", "knowledge", ok("a"))})
+		var ve *tiers.ValidationError
+		if !errors.As(err, &ve) || ve.Problems[0].Path != "tiers[1].budget" {
+			t.Fatalf("got %v", err)
+		}
+		s := tick(t, e)
+		if tierOf(t, s, "knowledge").BudgetMs != 200 {
+			t.Fatal("running config changed by a rejected reload")
+		}
+	})
+}
+
+func TestTickIDsAndHistory(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{History: 3}, []Registration{reg("a", "knowledge", ok("a"))})
+		for i := 1; i <= 5; i++ {
+			if s := tick(t, e); s.TickID != uint64(i) {
+				t.Fatalf("tick id %d, want %d", s.TickID, i)
+			}
+		}
+		if _, ok := e.History().Get(2); ok {
+			t.Fatal("tick 2 should have left a history of 3")
+		}
+		if s, ok := e.History().Get(4); !ok || s.TickID != 4 {
+			t.Fatal("tick 4 missing")
+		}
+		b, _ := json.Marshal(e.Latest())
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		for _, k := range []string{"schema", "tick_id", "scheduled_at", "started_at", "finished_at", "start_lag_ms", "wall_ms",
+			"overrun", "finish", "emergency_mode", "emergency", "overall_severity", "tiers", "modules", "retry_counts",
+			"open_circuits", "half_open_circuits", "degraded_keys", "budget_violations"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("summary JSON lacks %q", k)
+			}
+		}
+		if m["schema"] != faultsummary.Schema {
+			t.Errorf("schema %v", m["schema"])
+		}
+	})
+}

@@ -1,0 +1,271 @@
+// Package api is the HTTP API of the cycled daemon, on chi: the read routes (tick
+// summaries, the SSE stream, modules, breakers, blackboard, emergency state, config,
+// health, metrics) and the admin routes behind a bearer token (step ticks, runtime module
+// registration, breaker and emergency resets, config reload, fault injection).
+//
+// # Never blocking the tick
+//
+// Handlers read the engine through its lock-free views (History().Latest(), snapshots)
+// and build their answer before writing a byte; no engine lock is ever held while a client
+// is written to. The encoding of the latest summary is cached, so many pollers cost one
+// json.Marshal per tick. The SSE stream subscribes to Engine.Events() with a bounded buffer:
+// a slow reader skips ahead (the hub drops its oldest events) and a reader that makes no
+// progress for streamWriteTimeout is disconnected.
+//
+// # Errors
+//
+// Every error is JSON: {"error": {"code": "...", "message": "...", "field": "..."}}, with
+// "problems" (every finding with its path) for a *tiers.ValidationError. Statuses: 400
+// malformed input, 401 missing or wrong credentials, 403 admin disabled or cross-origin
+// browser request, 404, 405, 409 conflict with the engine's state, 413 body over
+// Options.MaxBodyBytes, 415 a body that is not application/json, 422 invalid
+// configuration or module, 500, 501 a route whose callback is not configured, 503 no tick
+// yet / engine closed / watchdog. Callbacks may return an *HTTPError to choose the answer.
+//
+// # Admin authentication
+//
+// With Options.AdminToken set, admin routes require "Authorization: Bearer <token>"
+// (compared in constant time); a missing, malformed or wrong header is 401 with a
+// WWW-Authenticate challenge, on every listener including loopback. With no token
+// configured, admin routes are served only to connections that arrive on a loopback (or
+// Unix socket) listener from a loopback peer, without authentication; on any other
+// listener they answer 403 "admin_disabled". Note that a reverse proxy on the same host
+// makes remote requests look local: configure a token in that case. Cross-origin browser
+// requests to admin routes are refused with 403 (net/http.CrossOriginProtection), so a web
+// page cannot drive a token-less loopback daemon.
+//
+// # Long requests and shutdown
+//
+// Long-polls (/ticks/latest?wait=) and streams (/ticks/stream) end when the request's
+// context ends. Set http.Server.BaseContext to a context cancelled at shutdown so that
+// they end promptly on Shutdown. The handlers extend the connection's write deadline for
+// their own duration, so a server WriteTimeout does not cut them short.
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/faultsummary"
+)
+
+// Defaults and caps of the API.
+const (
+	// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is zero.
+	DefaultMaxBodyBytes = 1 << 20
+	// MaxWait caps the wait of a long-poll on /ticks/latest.
+	MaxWait = 30 * time.Second
+	// DefaultListLimit is the number of summaries GET /ticks returns without a limit.
+	DefaultListLimit = 50
+	// PingInterval is the period of the ": ping" comment on the SSE stream.
+	PingInterval = 2 * time.Second
+	// StreamBuffer is the number of events buffered per SSE subscriber before it skips ahead.
+	StreamBuffer = 64
+	// MinWatchdog is the smallest default watchdog timeout: the default is
+	// max(3 × period, MinWatchdog).
+	MinWatchdog = time.Second
+
+	streamWriteTimeout = 10 * time.Second // a stream client that accepts nothing for this long is dropped
+	maxReplay          = 256              // ticks replayed to a stream client resuming with Last-Event-ID
+)
+
+// Options configures the API. Engine is required; every other field is optional.
+type Options struct {
+	// Engine is the engine served. Required.
+	Engine *cycle.Engine
+	// Registry is served on GET /metrics. Nil: /metrics answers 501.
+	Registry *prometheus.Registry
+	// AdminToken is the bearer token of the admin routes. Empty: admin routes are served
+	// only on loopback listeners (see the package documentation).
+	AdminToken string
+	// Logger receives admin audit lines (Info), server errors and panics (Error). Nil
+	// means zap.NewNop().
+	Logger *zap.Logger
+	// Reload reloads the configuration (POST /config/reload). A *tiers.ValidationError
+	// answers 422 with every problem; the running configuration must stay in force. Nil:
+	// the route answers 501.
+	Reload func(ctx context.Context) error
+	// ConfigView returns the configuration shown by GET /config, secrets redacted. Nil:
+	// the route answers 501.
+	ConfigView func() any
+	// DecodeModule turns the body of POST /modules (valid JSON, at most MaxBodyBytes) into
+	// a registration. Decoding errors answer 400 (use DecodeStrict to reject unknown
+	// fields), a *tiers.ValidationError 422. Nil: the route answers 501.
+	DecodeModule func(body []byte) (cycle.Registration, error)
+	// Faults applies a fault-injection change to the named module (POST
+	// /modules/{name}/faults); the body is passed as received (valid JSON or empty). Its
+	// result is answered with 200 (nil: a short acknowledgement). An error wrapping
+	// errors.ErrUnsupported (a module that is not built in) answers 409, a
+	// *tiers.ValidationError 422, any other error 400. Nil: the route answers 501.
+	Faults func(name string, body []byte) (any, error)
+	// Registered, if set, is called after POST /modules registered a module, with the
+	// registration and the request body (e.g. to persist runtime registrations).
+	Registered func(reg cycle.Registration, body []byte)
+	// Deregistered, if set, is called after DELETE /modules/{name} removed a module.
+	Deregistered func(name string)
+	// WatchdogTimeout is how long /healthz tolerates no completed tick on a periodic
+	// scheduler. Zero means max(3 × period, MinWatchdog), computed at each request.
+	WatchdogTimeout time.Duration
+	// MaxBodyBytes limits request bodies. Zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Version is reported by /healthz.
+	Version string
+
+	pingInterval time.Duration // tests: overrides PingInterval
+}
+
+// server holds the handlers' state.
+type server struct {
+	opts    Options
+	e       *cycle.Engine
+	log     *zap.Logger
+	mux     *chi.Mux
+	metrics http.Handler
+	cop     *http.CrossOriginProtection
+
+	boot    string    // distinguishes ETags and stream ids of this process from another's
+	started time.Time // engine clock at New: the watchdog's origin before the first tick
+	ping    time.Duration
+	maxBody int64
+
+	encMu sync.Mutex               // serialises encoding on a cache miss
+	enc   atomic.Pointer[encoding] // the latest summary's JSON
+}
+
+// encoding is a summary with its JSON.
+type encoding struct {
+	s    *faultsummary.Summary
+	body []byte
+}
+
+// New returns the API's handler. It panics if opts.Engine is nil.
+func New(opts Options) http.Handler {
+	if opts.Engine == nil {
+		panic("api: Options.Engine is nil")
+	}
+	s := &server{
+		opts:    opts,
+		e:       opts.Engine,
+		log:     opts.Logger,
+		boot:    strconv.FormatInt(time.Now().UnixNano(), 36),
+		started: opts.Engine.Clock().Now(),
+		ping:    opts.pingInterval,
+		maxBody: opts.MaxBodyBytes,
+		cop:     http.NewCrossOriginProtection(),
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if s.ping <= 0 {
+		s.ping = PingInterval
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if opts.Registry != nil {
+		s.metrics = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	}
+
+	r := chi.NewRouter()
+	s.mux = r
+	r.Use(s.recoverer, s.limitBody, middleware.GetHead)
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed)
+
+	r.Get("/ticks/latest", s.getLatest)
+	r.Get("/ticks/stream", s.getStream)
+	r.Get("/ticks", s.listTicks)
+	r.Get("/ticks/{id}", s.getTick)
+	r.Get("/modules", s.listModules)
+	r.Get("/modules/{name}", s.getModule)
+	r.Get("/breakers", s.listBreakers)
+	r.Get("/blackboard", s.getBlackboard)
+	r.Get("/blackboard/*", s.getBlackboardKey)
+	r.Get("/emergency", s.getEmergency)
+	r.Get("/config", s.getConfig)
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Get("/metrics", s.getMetrics)
+
+	r.Group(func(r chi.Router) {
+		r.Use(s.admin, s.requireJSON)
+		r.Post("/ticks", s.postTick)
+		r.Post("/modules", s.postModule)
+		r.Delete("/modules/{name}", s.deleteModule)
+		r.Post("/modules/{name}/faults", s.postFaults)
+		r.Post("/breakers/{name}/reset", s.resetBreaker)
+		r.Post("/emergency/reset", s.resetEmergency)
+		r.Post("/config/reload", s.reload)
+	})
+	return r
+}
+
+// recoverer turns a panic in a handler into a logged JSON 500. http.ErrAbortHandler is
+// re-panicked, as net/http expects.
+func (s *server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("panic in HTTP handler", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+				zap.Any("panic", p), zap.Stack("stack"))
+			writeError(w, http.StatusInternalServerError, apiError{Code: "internal", Message: "internal server error"})
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitBody refuses a declared body over the limit at once and caps every body read.
+func (s *server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.maxBody {
+			writeError(w, http.StatusRequestEntityTooLarge, apiError{Code: "body_too_large",
+				Message: "request body exceeds " + strconv.FormatInt(s.maxBody, 10) + " bytes"})
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: "no route " + r.Method + " " + r.URL.Path})
+}
+
+// methodNotAllowed answers 405 with the Allow header (chi does not pass the allowed
+// methods to a custom handler, so they are looked up again).
+func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if s.mux.Match(chi.NewRouteContext(), m, path) || (m == http.MethodHead && s.mux.Match(chi.NewRouteContext(), http.MethodGet, path)) {
+			allowed = append(allowed, m)
+		}
+	}
+	for _, m := range allowed {
+		w.Header().Add("Allow", m)
+	}
+	writeError(w, http.StatusMethodNotAllowed, apiError{Code: "method_not_allowed",
+		Message: "method " + r.Method + " not allowed on " + r.URL.Path})
+}

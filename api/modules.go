@@ -1,0 +1,282 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/cycled/cycled/blackboard"
+	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/lastgood"
+	"github.com/cycled/cycled/tiers"
+)
+
+// moduleView is a module as served by /modules.
+type moduleView struct {
+	Name        string           `json:"name"`
+	Tier        string           `json:"tier"`
+	TierIndex   int              `json:"tier_index"`
+	Origin      cycle.Origin     `json:"origin"`
+	Pending     bool             `json:"pending"`
+	Busy        bool             `json:"busy"`
+	MaxAttempts int              `json:"max_attempts"`
+	Policy      string           `json:"policy"`
+	TTL         string           `json:"ttl"`
+	Spec        tiers.ModuleSpec `json:"spec"`
+	// Breaker is the state of the module's breaker (its own or the shared one it names);
+	// null while the registration is pending.
+	Breaker *breakerView `json:"breaker"`
+	// Last is the module's line in the latest tick it took part in; null before.
+	Last     *faultsummary.Module `json:"last"`
+	LastGood lastGoodView         `json:"last_good"`
+}
+
+// lastGoodView is a key's last-known-good value as seen now.
+type lastGoodView struct {
+	Key string `json:"key"`
+	// Quality is "missing", "stale" (servable) or "expired".
+	Quality string `json:"quality"`
+	// AgeMs is the age of the stored value; null when there is none.
+	AgeMs     *float64   `json:"age_ms"`
+	TTLMs     float64    `json:"ttl_ms"`
+	TickID    uint64     `json:"tick_id,omitempty"`
+	WrittenAt *time.Time `json:"written_at,omitempty"`
+}
+
+// breakerView is a breaker as served by /breakers and /modules.
+type breakerView struct {
+	Name                string  `json:"name"`
+	State               string  `json:"state"`
+	ConsecutiveFailures int     `json:"consecutive_failures"`
+	ProbesInFlight      int     `json:"probes_in_flight"`
+	ProbeSuccesses      int     `json:"probe_successes"`
+	TotalFailures       uint64  `json:"total_failures"`
+	TotalSuccesses      uint64  `json:"total_successes"`
+	Transitions         uint64  `json:"transitions"`
+	OpenedAt            *string `json:"opened_at,omitempty"`
+	// CooldownRemainingMs is the time until an open breaker half-opens.
+	CooldownRemainingMs *float64            `json:"cooldown_remaining_ms,omitempty"`
+	Settings            breakerSettingsView `json:"settings"`
+}
+
+type breakerSettingsView struct {
+	FailureThreshold  int      `json:"failure_threshold"`
+	Cooldown          string   `json:"cooldown"`
+	HalfOpenProbes    int      `json:"half_open_probes"`
+	HalfOpenSuccesses int      `json:"half_open_successes"`
+	TripOn            []string `json:"trip_on"`
+}
+
+func viewBreaker(b breaker.Snapshot, now time.Time) *breakerView {
+	v := &breakerView{Name: b.Name, State: b.State.String(), ConsecutiveFailures: b.ConsecutiveFailures,
+		ProbesInFlight: b.ProbesInFlight, ProbeSuccesses: b.ProbeSuccesses, TotalFailures: b.TotalFailures,
+		TotalSuccesses: b.TotalSuccesses, Transitions: b.Transitions,
+		Settings: breakerSettingsView{FailureThreshold: b.Settings.FailureThreshold, Cooldown: b.Settings.Cooldown.String(),
+			HalfOpenProbes: b.Settings.HalfOpenProbes, HalfOpenSuccesses: b.Settings.HalfOpenSuccesses, TripOn: []string{}}}
+	for _, k := range b.Settings.TripOn.Kinds() {
+		v.Settings.TripOn = append(v.Settings.TripOn, k.String())
+	}
+	if !b.OpenedAt.IsZero() {
+		at := b.OpenedAt.Format(time.RFC3339Nano)
+		v.OpenedAt = &at
+	}
+	if b.State == breaker.Open && !b.OpenedAt.IsZero() {
+		left := max(b.OpenedAt.Add(b.Settings.Cooldown).Sub(now), 0)
+		ms := blackboard.Millis(left)
+		v.CooldownRemainingMs = &ms
+	}
+	return v
+}
+
+func (s *server) viewModule(m cycle.ModuleInfo, cfg cycle.Config, now time.Time) moduleView {
+	v := moduleView{Name: m.Spec.Name, Tier: m.Spec.Tier, TierIndex: m.TierIndex, Origin: m.Origin, Pending: m.Pending,
+		Busy: m.Busy, MaxAttempts: m.Attempts, Policy: m.Policy.String(), TTL: ttlString(m.Spec.TTL), Spec: m.Spec, Last: m.Last}
+	if v.Tier == "" && m.TierIndex >= 0 && m.TierIndex < len(cfg.Tiers) {
+		v.Tier = cfg.Tiers[m.TierIndex].Name
+	}
+	if !m.Pending && m.Breaker.Name != "" {
+		v.Breaker = viewBreaker(m.Breaker, now)
+	}
+	lg := m.LastGood
+	v.LastGood = lastGoodView{Key: m.Spec.Key(), Quality: lg.Quality.String(), TTLMs: blackboard.Millis(lg.TTL)}
+	if lg.Quality != lastgood.Missing {
+		age := blackboard.Millis(lg.Age)
+		v.LastGood.AgeMs = &age
+		v.LastGood.TickID = lg.TickID
+		if !lg.Written.IsZero() {
+			at := lg.Written
+			v.LastGood.WrittenAt = &at
+		}
+	}
+	return v
+}
+
+// ttlString renders a module's TTL policy: "auto", a duration, or "default".
+func ttlString(t lastgood.TTL) string {
+	switch {
+	case t.Auto:
+		return "auto"
+	case t.Fixed > 0:
+		return t.Fixed.String()
+	}
+	return "default"
+}
+
+// listModules serves GET /modules: every module in force, then pending registrations.
+func (s *server) listModules(w http.ResponseWriter, _ *http.Request) {
+	mods := s.e.Modules()
+	cfg := s.e.Config()
+	now := s.e.Clock().Now()
+	out := make([]moduleView, 0, len(mods))
+	for _, m := range mods {
+		out = append(out, s.viewModule(m, cfg, now))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"modules": out})
+}
+
+// getModule serves GET /modules/{name}.
+func (s *server) getModule(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	m, ok := s.e.Module(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: fmt.Sprintf("no module %q", name)})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.viewModule(m, s.e.Config(), s.e.Clock().Now()))
+}
+
+// readBody reads the (size-limited) body.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	return b, nil
+}
+
+// readJSONBody reads the body and checks that it is one well-formed JSON value (or empty
+// when allowEmpty); it answers the error itself and returns ok=false.
+func (s *server) readJSONBody(w http.ResponseWriter, r *http.Request, allowEmpty bool) ([]byte, bool) {
+	body, err := readBody(r)
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest)
+		return nil, false
+	}
+	if len(body) == 0 {
+		if allowEmpty {
+			return body, true
+		}
+		writeError(w, http.StatusBadRequest, apiError{Code: "empty_body", Message: "a JSON body is required"})
+		return nil, false
+	}
+	if !json.Valid(body) {
+		var v any
+		err := json.Unmarshal(body, &v) // for the offset of the error
+		if err == nil {
+			err = errTrailingData
+		}
+		writeError(w, http.StatusBadRequest, apiError{Code: "malformed_json", Message: "malformed JSON: " + err.Error()})
+		return nil, false
+	}
+	return body, true
+}
+
+// postModule serves POST /modules (admin): DecodeModule, then Engine.Register. 201 with
+// the module (pending until the next tick boundary) and its Location.
+func (s *server) postModule(w http.ResponseWriter, r *http.Request) {
+	if s.opts.DecodeModule == nil {
+		writeError(w, http.StatusNotImplemented, apiError{Message: "runtime module registration is not configured"})
+		return
+	}
+	body, ok := s.readJSONBody(w, r, false)
+	if !ok {
+		return
+	}
+	reg, err := s.opts.DecodeModule(body)
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest)
+		return
+	}
+	if err := s.e.Register(reg); err != nil {
+		s.fail(w, r, err, http.StatusInternalServerError)
+		return
+	}
+	if s.opts.Registered != nil {
+		s.opts.Registered(reg, body)
+	}
+	name := reg.Spec.Name
+	w.Header().Set("Location", "/modules/"+url.PathEscape(name))
+	if m, ok := s.e.Module(name); ok {
+		writeJSON(w, http.StatusCreated, s.viewModule(m, s.e.Config(), s.e.Clock().Now()))
+		return
+	}
+	// Deregistered or replaced in between: acknowledge what was done.
+	writeJSON(w, http.StatusCreated, map[string]any{"name": name, "pending": true})
+}
+
+// deleteModule serves DELETE /modules/{name} (admin): 204; the module stops at the next
+// tick boundary. Only runtime registrations can be removed (409 for configured modules).
+func (s *server) deleteModule(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := s.e.Deregister(name); err != nil {
+		if errors.Is(err, cycle.ErrNotRuntime) {
+			writeError(w, http.StatusConflict, apiError{Code: "not_runtime", Message: fmt.Sprintf(
+				"module %q comes from the configuration file; remove it there and reload (POST /config/reload)", name)})
+			return
+		}
+		s.fail(w, r, err, http.StatusInternalServerError)
+		return
+	}
+	if s.opts.Deregistered != nil {
+		s.opts.Deregistered(name)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// postFaults serves POST /modules/{name}/faults (admin).
+func (s *server) postFaults(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Faults == nil {
+		writeError(w, http.StatusNotImplemented, apiError{Message: "fault injection is not configured"})
+		return
+	}
+	name := chi.URLParam(r, "name")
+	if _, ok := s.e.Module(name); !ok {
+		writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: fmt.Sprintf("no module %q", name)})
+		return
+	}
+	body, ok := s.readJSONBody(w, r, true)
+	if !ok {
+		return
+	}
+	res, err := s.opts.Faults(name, body)
+	if err != nil {
+		s.fail(w, r, err, http.StatusBadRequest)
+		return
+	}
+	if res == nil {
+		res = map[string]any{"module": name, "applied": true}
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// blackboardKey returns the {key} of /blackboard/{key}, unescaped (keys may contain '/').
+func blackboardKey(r *http.Request) string {
+	k := chi.URLParam(r, "*")
+	if r.URL.RawPath != "" {
+		if u, err := url.PathUnescape(k); err == nil {
+			k = u
+		}
+	}
+	return k
+}

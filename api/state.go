@@ -1,0 +1,217 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/cycled/cycled/blackboard"
+)
+
+// listBreakers serves GET /breakers: every breaker, sorted by name.
+func (s *server) listBreakers(w http.ResponseWriter, _ *http.Request) {
+	snaps := s.e.Breakers()
+	now := s.e.Clock().Now()
+	out := make([]*breakerView, 0, len(snaps))
+	for _, b := range snaps {
+		out = append(out, viewBreaker(b, now))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"breakers": out})
+}
+
+// resetBreaker serves POST /breakers/{name}/reset (admin): 200 with the breaker after
+// the reset, 404 for an unknown breaker.
+func (s *server) resetBreaker(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := s.e.ResetBreaker(name); err != nil {
+		s.fail(w, r, err, http.StatusInternalServerError)
+		return
+	}
+	now := s.e.Clock().Now()
+	for _, b := range s.e.Breakers() {
+		if b.Name == name {
+			writeJSON(w, http.StatusOK, viewBreaker(b, now))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": name, "state": "closed"})
+}
+
+// blackboardView is the answer of GET /blackboard.
+type blackboardView struct {
+	// TickID is the tick after which the entries were served (0 before the first tick).
+	TickID  uint64             `json:"tick_id"`
+	Entries []blackboard.Entry `json:"entries"`
+}
+
+// getBlackboard serves GET /blackboard: what the board served after the latest tick.
+func (s *server) getBlackboard(w http.ResponseWriter, _ *http.Request) {
+	v := blackboardView{Entries: s.e.Blackboard()}
+	if l := s.e.Latest(); l != nil {
+		v.TickID = l.TickID
+	}
+	if v.Entries == nil {
+		v.Entries = []blackboard.Entry{}
+	}
+	writeJSON(w, http.StatusOK, encodableEntries(v))
+}
+
+// encodableEntries replaces the value of every entry that cannot be encoded as JSON (a
+// module may return anything) by a string saying so, so that one bad value does not hide
+// the whole board.
+func encodableEntries(v blackboardView) blackboardView {
+	if _, err := json.Marshal(v); err == nil {
+		return v
+	}
+	out := blackboardView{TickID: v.TickID, Entries: make([]blackboard.Entry, len(v.Entries))}
+	for i, e := range v.Entries {
+		if _, err := json.Marshal(e); err != nil {
+			e.Value = fmt.Sprintf("<value not encodable as JSON: %v>", err)
+		}
+		out.Entries[i] = e
+	}
+	return out
+}
+
+// getBlackboardKey serves GET /blackboard/{key}: one entry, 404 if no module writes it.
+func (s *server) getBlackboardKey(w http.ResponseWriter, r *http.Request) {
+	key := blackboardKey(r)
+	for _, e := range s.e.Blackboard() {
+		if e.Key == key {
+			v := encodableEntries(blackboardView{Entries: []blackboard.Entry{e}})
+			writeJSON(w, http.StatusOK, v.Entries[0])
+			return
+		}
+	}
+	writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: fmt.Sprintf("no key %q on the blackboard", key)})
+}
+
+// getEmergency serves GET /emergency: the emergency state as of the latest tick.
+func (s *server) getEmergency(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.e.Emergency())
+}
+
+// resetEmergency serves POST /emergency/reset (admin): the operator reset of a latched
+// emergency. It applies at the next tick, after which emergency mode ends once
+// recover_after consecutive safety ticks are healthy. 200 with the current state.
+func (s *server) resetEmergency(w http.ResponseWriter, _ *http.Request) {
+	s.e.ResetEmergency()
+	writeJSON(w, http.StatusOK, map[string]any{"reset": "requested", "applies": "next_tick", "emergency": s.e.Emergency()})
+}
+
+// getConfig serves GET /config: ConfigView().
+func (s *server) getConfig(w http.ResponseWriter, _ *http.Request) {
+	if s.opts.ConfigView == nil {
+		writeError(w, http.StatusNotImplemented, apiError{Message: "no configuration view is configured"})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.opts.ConfigView())
+}
+
+// reload serves POST /config/reload (admin): 200 on success, 422 with every problem when
+// the new configuration is invalid (the running one stays).
+func (s *server) reload(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Reload == nil {
+		writeError(w, http.StatusNotImplemented, apiError{Message: "configuration reload is not configured"})
+		return
+	}
+	if err := s.opts.Reload(r.Context()); err != nil {
+		s.fail(w, r, err, http.StatusInternalServerError)
+		return
+	}
+	out := map[string]any{"status": "reloaded", "applies": "next_tick"}
+	if s.opts.ConfigView != nil {
+		out["config"] = s.opts.ConfigView()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// health is the body of /healthz and /readyz.
+type health struct {
+	Status        string    `json:"status"`
+	Version       string    `json:"version,omitempty"`
+	Mode          string    `json:"mode"`
+	LastTickID    uint64    `json:"last_tick_id"`
+	LastTickAgeMs *float64  `json:"last_tick_age_ms,omitempty"`
+	WatchdogMs    float64   `json:"watchdog_ms,omitempty"`
+	EmergencyMode bool      `json:"emergency_mode"`
+	Subscribers   int       `json:"stream_subscribers"`
+	Error         *apiError `json:"error,omitempty"`
+}
+
+func (s *server) health() health {
+	h := health{Status: "ok", Version: s.opts.Version, Mode: "periodic", EmergencyMode: s.e.Emergency().Active,
+		Subscribers: s.e.Events().Subscribers()}
+	now := s.e.Clock().Now()
+	origin := s.started
+	if l := s.e.Latest(); l != nil {
+		h.LastTickID = l.TickID
+		origin = l.FinishedAt
+		age := blackboard.Millis(max(now.Sub(l.FinishedAt), 0))
+		h.LastTickAgeMs = &age
+	}
+	since := now.Sub(origin)
+	cfg := s.e.Config()
+	if cfg.Period == 0 {
+		h.Mode = "step"
+		return h
+	}
+	wd := s.opts.WatchdogTimeout
+	if wd <= 0 {
+		wd = max(3*cfg.Period, MinWatchdog)
+	}
+	h.WatchdogMs = blackboard.Millis(wd)
+	if since > wd {
+		h.Status = "stalled"
+		what := "no tick has completed"
+		if h.LastTickID > 0 {
+			what = fmt.Sprintf("no tick has completed since tick %d", h.LastTickID)
+		}
+		h.Error = &apiError{Code: "watchdog", Message: fmt.Sprintf("%s for %s (watchdog %s)",
+			what, since.Round(time.Millisecond), wd)}
+	}
+	return h
+}
+
+// healthz serves GET /healthz: 200 while ticks advance; 503 when a periodic scheduler has
+// completed no tick within the watchdog timeout (since the last tick, or since the API
+// started when there was none). In step mode ticks run on demand and the watchdog does
+// not apply. Emergency mode is reported but does not fail the check: the scheduler works.
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	h := s.health()
+	status := http.StatusOK
+	if h.Error != nil {
+		status = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, status, h)
+}
+
+// readyz serves GET /readyz: 503 until the first tick has completed. In step mode the
+// daemon is ready at once: its ticks only run when asked, so waiting for one would never end.
+func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
+	h := s.health()
+	h.Error = nil
+	status := http.StatusOK
+	if h.LastTickID == 0 && h.Mode != "step" {
+		status = http.StatusServiceUnavailable
+		h.Status = "not_ready"
+		h.Error = &apiError{Code: "no_tick_yet", Message: "no tick has completed yet"}
+	} else {
+		h.Status = "ready"
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, status, h)
+}
+
+// getMetrics serves GET /metrics from Options.Registry.
+func (s *server) getMetrics(w http.ResponseWriter, r *http.Request) {
+	if s.metrics == nil {
+		writeError(w, http.StatusNotImplemented, apiError{Message: "no metrics registry is configured"})
+		return
+	}
+	s.metrics.ServeHTTP(w, r)
+}

@@ -1,0 +1,252 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/cycled/cycled/faultsummary"
+)
+
+// encode returns the JSON of sum, from the cache when sum is the cached summary. Pollers
+// of the latest summary and stream subscribers share one encoding per tick.
+func (s *server) encode(sum *faultsummary.Summary) ([]byte, error) {
+	if c := s.enc.Load(); c != nil && c.s == sum {
+		return c.body, nil
+	}
+	s.encMu.Lock()
+	defer s.encMu.Unlock()
+	if c := s.enc.Load(); c != nil && c.s == sum {
+		return c.body, nil
+	}
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return nil, fmt.Errorf("encode summary of tick %d: %w", sum.TickID, err)
+	}
+	// Cache only the newest: an older summary (GET /ticks/{id}) must not evict it.
+	if c := s.enc.Load(); c == nil || c.s.TickID <= sum.TickID {
+		s.enc.Store(&encoding{s: sum, body: b})
+	}
+	return b, nil
+}
+
+// etag returns the entity tag of a tick: the process's boot id and the tick id, so that a
+// tag from before a restart (ids start again at 1) never matches.
+func (s *server) etag(id uint64) string { return `"` + s.eventID(id) + `"` }
+
+// eventID is the tick's id in ETags and on the stream: "<boot>-<tick>".
+func (s *server) eventID(id uint64) string { return s.boot + "-" + strconv.FormatUint(id, 10) }
+
+// parseEventID returns the tick id of an id made by eventID in this process.
+func (s *server) parseEventID(v string) (uint64, bool) {
+	v = strings.TrimPrefix(strings.TrimSpace(v), "W/")
+	v = strings.Trim(v, `"`)
+	boot, id, ok := strings.Cut(v, "-")
+	if !ok || boot != s.boot {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(id, 10, 64)
+	return n, err == nil
+}
+
+// notModified reports whether an If-None-Match header matches the tag (weak comparison).
+func notModified(header, tag string) bool {
+	if header == "" {
+		return false
+	}
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// writeSummary answers a summary with its ETag, or 304 when If-None-Match matches.
+func (s *server) writeSummary(w http.ResponseWriter, r *http.Request, status int, sum *faultsummary.Summary) {
+	tag := s.etag(sum.TickID)
+	h := w.Header()
+	h.Set("ETag", tag)
+	h.Set("Cache-Control", "no-cache")
+	if r.Method != http.MethodPost && notModified(r.Header.Get("If-None-Match"), tag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	b, err := s.encode(sum)
+	if err != nil {
+		s.fail(w, r, err, http.StatusInternalServerError)
+		return
+	}
+	writeRaw(w, status, b)
+}
+
+// getLatest serves GET /ticks/latest.
+//
+// Without wait it answers the latest summary (503 before the first tick). With
+// wait=DURATION (Go syntax like "5s", or plain seconds; capped at MaxWait) it long-polls:
+// it answers as soon as a tick newer than after=ID exists — the latest summary, not
+// necessarily tick after+1. Without after, the tick named by a matching If-None-Match, or
+// else the latest at the time of the request, is the one to beat. When the wait ends
+// without a newer tick the answer is the latest summary (304 if If-None-Match matches it),
+// or 503 if there is still none.
+func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		d, err := parseWait(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: err.Error(), Field: "wait"})
+			return
+		}
+		wait = min(d, MaxWait)
+	}
+	hist := s.e.History()
+	latest := hist.Latest()
+	if wait > 0 {
+		var after uint64
+		switch v := q.Get("after"); {
+		case v != "":
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: "after must be a tick id", Field: "after"})
+				return
+			}
+			after = n
+		default:
+			if id, ok := s.parseEventID(r.Header.Get("If-None-Match")); ok {
+				after = id
+			} else if latest != nil {
+				after = latest.TickID
+			}
+		}
+		if latest == nil || latest.TickID <= after {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
+			ctx, cancel := context.WithTimeout(r.Context(), wait)
+			_, err := hist.Wait(ctx, after)
+			cancel()
+			if err != nil && r.Context().Err() != nil {
+				return // the client left
+			}
+			latest = hist.Latest()
+		}
+	} else if q.Get("after") != "" {
+		writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: "after needs wait", Field: "after"})
+		return
+	}
+	if latest == nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, apiError{Code: "no_tick_yet", Message: "no tick has completed yet"})
+		return
+	}
+	s.writeSummary(w, r, http.StatusOK, latest)
+}
+
+// parseWait parses a wait: a Go duration or a number of seconds, not negative.
+func parseWait(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil {
+			return 0, fmt.Errorf("wait must be a duration such as 5s: %w", err)
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d < 0 {
+		return 0, errors.New("wait must not be negative")
+	}
+	return d, nil
+}
+
+// tickList is the answer of GET /ticks.
+type tickList struct {
+	// Ticks are the summaries, newest first.
+	Ticks []*faultsummary.Summary `json:"ticks"`
+	// Count is len(Ticks).
+	Count int `json:"count"`
+	// NextBefore is the before= of the next (older) page; 0 when there is none.
+	NextBefore uint64 `json:"next_before"`
+	// HistoryCap is how many summaries the history keeps.
+	HistoryCap int `json:"history_cap"`
+}
+
+// listTicks serves GET /ticks?limit=N&before=ID: up to N summaries (default
+// DefaultListLimit, at most the history's capacity) with tick ids below ID, newest first.
+func (s *server) listTicks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	hist := s.e.History()
+	limit := DefaultListLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: "limit must be a positive integer", Field: "limit"})
+			return
+		}
+		limit = n
+	}
+	limit = min(limit, hist.Cap())
+	var before uint64
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: "before must be a tick id", Field: "before"})
+			return
+		}
+		before = n
+	}
+	var ticks []*faultsummary.Summary
+	if before != 1 { // ids start at 1: nothing is below 1 (and List reads 0 as "no bound")
+		ticks = hist.List(limit, before)
+	}
+	out := tickList{Ticks: ticks, Count: len(ticks), HistoryCap: hist.Cap()}
+	if out.Ticks == nil {
+		out.Ticks = []*faultsummary.Summary{}
+	}
+	if n := len(ticks); n == limit && n > 0 && ticks[n-1].TickID > 1 {
+		out.NextBefore = ticks[n-1].TickID
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getTick serves GET /ticks/{id}.
+func (s *server) getTick(w http.ResponseWriter, r *http.Request) {
+	v := chi.URLParam(r, "id")
+	id, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: fmt.Sprintf("tick id %q is not a number", v), Field: "id"})
+		return
+	}
+	sum, ok := s.e.History().Get(id)
+	if !ok {
+		msg := fmt.Sprintf("tick %d is not in the history (it keeps the last %d ticks", id, s.e.History().Cap())
+		if l := s.e.History().Latest(); l != nil {
+			msg += fmt.Sprintf("; the latest is %d", l.TickID)
+		}
+		writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: msg + ")"})
+		return
+	}
+	s.writeSummary(w, r, http.StatusOK, sum)
+}
+
+// postTick serves POST /ticks (admin): in step mode it runs one tick and answers its
+// summary; otherwise 409. A client that disconnects does not cancel the tick.
+func (s *server) postTick(w http.ResponseWriter, r *http.Request) {
+	if !s.e.StepMode() {
+		writeError(w, http.StatusConflict, apiError{Code: "not_step_mode",
+			Message: "the scheduler runs on a period; POST /ticks needs step mode (cycle.period: 0)"})
+		return
+	}
+	sum, err := s.e.Tick(context.WithoutCancel(r.Context()))
+	if err != nil {
+		s.fail(w, r, err, http.StatusInternalServerError)
+		return
+	}
+	s.writeSummary(w, r, http.StatusOK, sum)
+}

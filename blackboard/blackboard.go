@@ -15,8 +15,10 @@ package blackboard
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cycled/cycled/lastgood"
@@ -114,14 +116,15 @@ func (e Entry) MarshalJSON() ([]byte, error) {
 	return json.Marshal(j)
 }
 
-// UnmarshalJSON decodes what MarshalJSON encodes.
+// UnmarshalJSON decodes what MarshalJSON encodes. The age is rounded to the nearest
+// nanosecond: ms·1e6 in floating point can land just below the integer it encodes.
 func (e *Entry) UnmarshalJSON(b []byte) error {
 	var j entryJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
 	*e = Entry{Key: j.Key, Value: j.Value, Module: j.Module, TickID: j.TickID, Seq: j.Seq, Source: j.Source,
-		Stale: j.Stale, Expired: j.Expired, Age: time.Duration(j.AgeMs * float64(time.Millisecond)), DerivedFromStale: j.DerivedFromStale}
+		Stale: j.Stale, Expired: j.Expired, Age: time.Duration(math.Round(j.AgeMs * float64(time.Millisecond))), DerivedFromStale: j.DerivedFromStale}
 	if j.Written != nil {
 		e.Written = *j.Written
 	}
@@ -149,70 +152,131 @@ func FromLastGood(l lastgood.Lookup) (Entry, bool) {
 
 // Board holds the entries of the tick in progress. Keys not written yet this tick are
 // answered from the last-known-good store, tagged. It is safe for concurrent use: the
-// engine writes between tiers while modules read (and abandoned modules may still read).
+// engine writes while modules read (and abandoned modules may still read).
+//
+// Each key has a Slot; a writer that owns a key writes through its slot without touching
+// the board's map, so that concurrently finishing modules do not contend.
 type Board struct {
-	lg *lastgood.Store
+	lg  *lastgood.Store
+	cur atomic.Pointer[tickInfo]
 
-	mu        sync.RWMutex
-	tick      uint64           // guarded by mu
-	tickStart time.Time        // guarded by mu
-	entries   map[string]Entry // guarded by mu
+	mu    sync.RWMutex
+	slots map[string]*Slot // guarded by mu
+}
+
+type tickInfo struct {
+	id    uint64
+	start time.Time
+}
+
+// Slot is one key of the board.
+type Slot struct {
+	key string
+
+	mu   sync.RWMutex
+	e    Entry  // guarded by mu
+	tick uint64 // guarded by mu; the tick e was written in (0: never)
+	tier int    // guarded by mu; the writer's tier; -1: visible to every reader
 }
 
 // New returns an empty board that falls back to lg.
 func New(lg *lastgood.Store) *Board {
-	return &Board{lg: lg, entries: make(map[string]Entry)}
+	b := &Board{lg: lg, slots: make(map[string]*Slot)}
+	b.cur.Store(&tickInfo{})
+	return b
 }
 
-// Begin starts tick id at start: the previous tick's entries are cleared.
-func (b *Board) Begin(id uint64, start time.Time) {
-	b.mu.Lock()
-	b.tick = id
-	b.tickStart = start
-	clear(b.entries)
-	b.mu.Unlock()
-}
+// Begin starts tick id at start: the previous tick's entries are no longer visible.
+func (b *Board) Begin(id uint64, start time.Time) { b.cur.Store(&tickInfo{id: id, start: start}) }
 
 // Tick returns the tick in progress.
-func (b *Board) Tick() uint64 {
+func (b *Board) Tick() uint64 { return b.cur.Load().id }
+
+// Slot returns the slot of key, creating it if needed.
+func (b *Board) Slot(key string) *Slot {
 	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.tick
+	sl := b.slots[key]
+	b.mu.RUnlock()
+	if sl != nil {
+		return sl
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if sl = b.slots[key]; sl == nil {
+		sl = &Slot{key: key}
+		b.slots[key] = sl
+	}
+	return sl
 }
 
-// Put writes entries for the tick in progress (the engine calls it once a tier has finished).
-func (b *Board) Put(es ...Entry) {
+// Remove forgets key's slot.
+func (b *Board) Remove(key string) {
 	b.mu.Lock()
-	for _, e := range es {
-		b.entries[e.Key] = e
-	}
+	delete(b.slots, key)
 	b.mu.Unlock()
 }
 
-// Get returns the entry of key as a reader sees it now: this tick's entry if one was
-// written, else the last-known-good value tagged stale (or none/expired), else ok=false.
-func (b *Board) Get(key string) (Entry, bool) {
+// Set writes e (its key is the slot's) for the tick in progress, as written by a module of
+// tier writerTier: readers of later tiers see it, readers of the same or earlier tiers
+// still see the fallback. writerTier -1 makes it visible to every reader.
+func (b *Board) Set(sl *Slot, writerTier int, e Entry) {
+	e.Key = sl.key
+	id := b.cur.Load().id
+	sl.mu.Lock()
+	sl.e, sl.tick, sl.tier = e, id, writerTier
+	sl.mu.Unlock()
+}
+
+// Put writes entries for the tick in progress, visible to every reader.
+func (b *Board) Put(es ...Entry) {
+	for _, e := range es {
+		b.Set(b.Slot(e.Key), -1, e)
+	}
+}
+
+// Get returns the entry of key as a reader outside the tiers sees it now: this tick's entry
+// if one was written, else the last-known-good value tagged stale (or none/expired), else
+// ok=false.
+func (b *Board) Get(key string) (Entry, bool) { return b.GetFor(key, math.MaxInt) }
+
+// GetFor is Get for a reader in tier readerTier: entries written this tick by tiers that
+// do not run before readerTier are answered from the last-known-good store instead.
+func (b *Board) GetFor(key string, readerTier int) (Entry, bool) {
+	cur := b.cur.Load()
 	b.mu.RLock()
-	e, ok := b.entries[key]
-	start := b.tickStart
+	sl := b.slots[key]
 	b.mu.RUnlock()
-	if ok {
-		return e, true
+	if sl != nil {
+		sl.mu.RLock()
+		e, tick, tier := sl.e, sl.tick, sl.tier
+		sl.mu.RUnlock()
+		if tick == cur.id && tick != 0 && tier < readerTier {
+			return e, true
+		}
 	}
 	if b.lg == nil {
 		return Entry{}, false
 	}
-	return FromLastGood(b.lg.Get(key, start))
+	return FromLastGood(b.lg.Get(key, cur.start))
 }
 
 // Entries returns a copy of this tick's entries, sorted by key.
 func (b *Board) Entries() []Entry {
+	cur := b.cur.Load()
 	b.mu.RLock()
-	out := make([]Entry, 0, len(b.entries))
-	for _, e := range b.entries {
-		out = append(out, e)
+	slots := make([]*Slot, 0, len(b.slots))
+	for _, sl := range b.slots {
+		slots = append(slots, sl)
 	}
 	b.mu.RUnlock()
+	out := make([]Entry, 0, len(slots))
+	for _, sl := range slots {
+		sl.mu.RLock()
+		if sl.tick == cur.id && sl.tick != 0 {
+			out = append(out, sl.e)
+		}
+		sl.mu.RUnlock()
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }

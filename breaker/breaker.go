@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cycled/cycled/clock"
@@ -217,6 +218,8 @@ type Breaker struct {
 	clock     clock.Clock // immutable after New
 	listeners []Listener  // immutable after New
 
+	peek atomic.Uint32 // mirrors state for lock-free readers
+
 	mu             sync.Mutex
 	state          State        // guarded by mu
 	gen            uint64       // guarded by mu; bumped on every transition and on Reset
@@ -338,6 +341,10 @@ func (b *Breaker) Release(p Permit) {
 	b.mu.Unlock()
 }
 
+// Peek returns the state as of the last transition without taking the lock. Unlike
+// State it does not half-open an open breaker whose cooldown has elapsed.
+func (b *Breaker) Peek() State { return State(b.peek.Load()) }
+
 // State returns the current state, half-opening an open breaker whose cooldown has elapsed.
 func (b *Breaker) State() State {
 	b.mu.Lock()
@@ -424,6 +431,7 @@ func (b *Breaker) halfOpenIfDueLocked() bool {
 func (b *Breaker) transitionLocked(to State, reason string, now time.Time) {
 	from := b.state
 	b.state = to
+	b.peek.Store(uint32(to))
 	b.gen++
 	b.transitions++
 	b.probes = b.probes[:0]

@@ -99,6 +99,7 @@ type state struct {
 	order    []string // registration order, for validation paths
 	skip     []bool   // per tier: skipped in emergency mode
 	tierMods [][]*modRT
+	lines    []*modRT // every module in summary order
 }
 
 // modRT is a module's runtime: its worker, breaker and last outcome.
@@ -114,12 +115,16 @@ type modRT struct {
 	w        *worker
 	lastStat atomic.Pointer[faultsummary.Module]
 	brStamp  uint64 // guarded by Engine.tickMu
+	idx      int    // index of the module's line in the summary
+	bslot    *blackboard.Slot
+	lslot    *lastgood.Slot
 }
 
 // Engine runs ticks. It is safe for concurrent use; ticks are serialised.
 type Engine struct {
 	clock  clock.Clock
 	runner *retrybudget.Runner
+	pool   *pool
 	hooks  []Hooks
 
 	lg       *lastgood.Store
@@ -151,11 +156,9 @@ type Engine struct {
 
 	// Scratch of the tick in progress, indexed like the summary's module lines; guarded by tickMu.
 	stamp   uint64
-	lineRT  []*modRT
 	kinds   []fault.Kind
 	errs    []error
 	permits []breaker.Permit
-	entries []blackboard.Entry
 }
 
 // New validates cfg and mods and returns an engine. Modules start in the first tick.
@@ -177,6 +180,7 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 		ropts = append(ropts, retrybudget.WithRand(o.rand))
 	}
 	e.runner = retrybudget.New(ropts...)
+	e.pool = newPool(e)
 	e.board = blackboard.New(e.lg)
 	e.history = faultsummary.NewHistory(c.History)
 	e.breakers = breaker.NewRegistry(breaker.WithClock(o.clock), breaker.WithListener(e.onBreaker))
@@ -377,13 +381,18 @@ func (e *Engine) applyLocked(st *state) {
 			e.breakers.Remove(snap.Name)
 		}
 	}
+	n := 0
 	for _, ms := range st.tierMods {
 		for _, rt := range ms {
+			rt.idx = n
+			n++
+			st.lines = append(st.lines, rt)
 			rt.br, _ = e.breakers.Get(rt.brName)
-			ttl := rt.spec.TTL
-			e.lg.SetTTL(rt.key, ttl)
+			e.lg.SetTTL(rt.key, rt.spec.TTL)
+			rt.lslot = e.lg.Slot(rt.key)
+			rt.bslot = e.board.Slot(rt.key)
 			if rt.w == nil {
-				rt.w = e.startWorker(rt)
+				rt.w = e.newWorker(rt)
 			}
 			rt.w.setModule(rt)
 		}
@@ -391,7 +400,11 @@ func (e *Engine) applyLocked(st *state) {
 	for _, m := range oldRT {
 		m.w.stop()
 		e.lg.Delete(m.key)
+		e.board.Remove(m.key)
 	}
+	e.kinds = make([]fault.Kind, n)
+	e.errs = make([]error, n)
+	e.permits = make([]breaker.Permit, n)
 	e.active = st
 	e.activeView.Store(st)
 	for _, h := range e.hooks {
@@ -542,6 +555,7 @@ func (e *Engine) Close() error {
 			rt.w.stop()
 		}
 	}
+	e.pool.close()
 	if e.timer != nil {
 		e.timer.Stop()
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
-	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -32,6 +31,7 @@ const (
 	errBusy      statusError = "still running from an earlier tick (ignored its context)"
 	errAbandoned statusError = "abandoned at the tier deadline (ignored its context)"
 	errOpenFail  statusError = "circuit breaker is open (on_open: fail)"
+	errUnstarted statusError = "not started before the tier deadline"
 )
 
 // Tick runs one tick now and returns its summary. It is refused with ErrNotStepMode while
@@ -84,7 +84,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		SkippedGridPoints: e.pendingGap,
 		Finish:            faultsummary.Completed,
 		Tiers:             make([]faultsummary.Tier, len(st.cfg.Tiers)),
-		Modules:           make([]faultsummary.Module, 0, len(st.plan.Modules)),
+		Modules:           make([]faultsummary.Module, 0, len(st.lines)),
 	}
 	e.pendingGap = 0
 	if lag := start.Sub(scheduled); lag > 0 {
@@ -132,11 +132,11 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	e.stamp++
 	for i := range s.Modules {
 		m := &s.Modules[i]
-		rt := e.lineRT[i]
-		if rt == nil || rt.br == nil {
+		rt := st.lines[i]
+		if rt.br == nil {
 			continue
 		}
-		stt := rt.br.State()
+		stt := rt.br.Peek()
 		m.CircuitState = stt.String()
 		if rt.brStamp == e.stamp {
 			continue
@@ -154,12 +154,8 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 
 	e.history.Append(s)
 	for i := range s.Modules {
-		m := &s.Modules[i]
-		if rt := e.lineRT[i]; rt != nil {
-			rt.lastStat.Store(m)
-		}
+		st.lines[i].lastStat.Store(&s.Modules[i])
 	}
-	clear(e.lineRT)
 	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventTick, Summary: s})
 	for _, h := range e.hooks {
 		if h.OnModule != nil {
@@ -185,18 +181,12 @@ func appendOnce(xs []string, x string) []string {
 	return append(xs, x)
 }
 
-// line reserves the summary line of a module and remembers its runtime.
+// line fills the summary line of a module (lines are in plan order, so its index is fixed).
 func (e *Engine) line(s *faultsummary.Summary, rt *modRT, tierName string) (*faultsummary.Module, int) {
-	i := len(s.Modules)
-	s.Modules = append(s.Modules, faultsummary.Module{Name: rt.name, Tier: tierName, TierIndex: rt.planned.TierIndex,
-		Breaker: rt.brName, Served: faultsummary.Served{Key: rt.key}})
-	for len(e.lineRT) <= i {
-		e.lineRT = append(e.lineRT, nil)
-		e.kinds = append(e.kinds, fault.KindNone)
-		e.errs = append(e.errs, nil)
-		e.permits = append(e.permits, breaker.Permit{})
-	}
-	e.lineRT[i] = rt
+	i := rt.idx
+	s.Modules = s.Modules[:i+1]
+	s.Modules[i] = faultsummary.Module{Name: rt.name, Tier: tierName, TierIndex: rt.planned.TierIndex,
+		Breaker: rt.brName, Served: faultsummary.Served{Key: rt.key}}
 	e.kinds[i] = fault.KindNone
 	e.errs[i] = nil
 	return &s.Modules[i], i
@@ -244,7 +234,7 @@ func (e *Engine) serveFallback(s *faultsummary.Summary, ln *faultsummary.Module,
 			s.DegradedKeys = append(s.DegradedKeys, rt.key+" (none)")
 		}
 	}
-	e.entries = append(e.entries, ent)
+	e.board.Set(rt.bslot, ti, ent)
 }
 
 type tierOutcome struct {
@@ -263,11 +253,11 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	tStart := e.clock.Now()
 	deadline := tStart.Add(tier.Budget)
 	tctx, cancel := e.clock.WithDeadline(ctx, deadline)
-	tr := &tierRun{done: make(chan struct{})}
+	tr := &tierRun{tick: id, ctx: tctx, deadline: deadline, backoff: tier.Backoff, retry: tier.Retryable,
+		done: make(chan struct{}), tier: ti}
 	tr.pending.Store(1) // held until every module is dispatched
-	budget := retrybudget.Budget{Backoff: tier.Backoff, Retryable: tier.Retryable}
 	base := len(s.Modules)
-	e.entries = e.entries[:0]
+	inline := make([]*worker, 0, len(mods))
 
 	// Admission and dispatch.
 	for _, rt := range mods {
@@ -293,24 +283,41 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 				continue
 			}
 			e.permits[i] = p
-			budget.MaxAttempts = rt.planned.Attempts
+			rt.w.permit = p
+			rt.w.phase.Store(phaseRunning)
 			tr.pending.Add(1)
 			rt.w.running.Store(true)
-			rt.w.ch <- job{tick: id, ctx: tctx, deadline: deadline, budget: budget, tr: tr}
+			rt.w.unstarted = false
 			ln.Status = "" // running
+			if rt.w.isFast() {
+				rt.w.retire()
+				inline = append(inline, rt.w)
+			} else {
+				rt.w.dispatch(tr)
+			}
 		}
 	}
-	tr.finish()
+	tr.inline = inline
+	if len(inline) > 0 {
+		e.pool.wake(tr, min(len(inline), runtime.GOMAXPROCS(0)))
+	}
+	tr.finish(1)
 
 	// Wait for every admitted module or the deadline, whichever is first.
-	timedOut := !e.wait(st, tr.done, deadline)
+	timedOut := !e.wait(st, tr, deadline)
+	for _, w := range inline[tr.closeClaims():] {
+		// Never claimed before the deadline: it did not run at all.
+		w.unstarted = true
+		w.phase.Store(phaseIdle)
+		w.running.Store(false)
+	}
 	cancel()
 	tEnd := e.clock.Now()
 
 	// Outcomes, once per module.
 	for i := base; i < len(s.Modules); i++ {
 		ln := &s.Modules[i]
-		rt := e.lineRT[i]
+		rt := st.lines[i]
 		var failedNow bool
 		switch ln.Status {
 		case faultsummary.StatusSkipped, faultsummary.StatusNotDue:
@@ -331,7 +338,19 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 			p := e.permits[i]
 			probe := p.Kind() == breaker.Probe
 			w := rt.w
-			if w.doneTick.Load() != id {
+			if w.unstarted {
+				// The runners were all stuck: the module was admitted but never started.
+				ln.Status = faultsummary.StatusTimedOut
+				ln.LatencyMs = 0
+				ln.FaultKind = fault.KindTransient.String()
+				ln.Error = errUnstarted.Error()
+				e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
+				rt.br.Release(p)
+				failedNow = rt.planned.Policy != tiers.Abort
+				e.serveFallback(s, ln, rt, ti, tickStart, true, true)
+				break
+			}
+			if !w.settle() {
 				// Abandoned: the module ignored its context. Its late result is discarded.
 				ln.Status = faultsummary.StatusTimedOut
 				ln.Attempts = int(w.attempts.Load())
@@ -374,13 +393,9 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 				} else if r.res.Attempts > 1 {
 					ln.Status = faultsummary.StatusRetried
 				}
-				rt.br.Success(p)
-				lge := e.lg.Put(lastgoodEntry(rt, id, r))
-				ent := blackboard.Entry{Key: rt.key, Value: r.value, Module: rt.name, TickID: id, Seq: lge.Seq,
-					Written: r.end, Source: blackboard.Live, DerivedFromStale: r.readStale}
+				// The worker committed it (breaker, last-known-good, blackboard).
 				ln.Served = faultsummary.Served{Key: rt.key, Source: blackboard.Live, DerivedFromStale: r.readStale,
-					Value: r.value, Written: r.end, WrittenTick: id, Seq: lge.Seq}
-				e.entries = append(e.entries, ent)
+					Value: r.value, Written: r.end, WrittenTick: id, Seq: r.seq}
 			case kind == fault.KindControl:
 				// Nothing to do this tick: not a fault.
 				ln.Status = faultsummary.StatusOK
@@ -426,8 +441,6 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 			}
 		}
 	}
-	e.board.Put(e.entries...)
-	e.entries = e.entries[:0]
 
 	ts.ElapsedMs = blackboard.Millis(tEnd.Sub(tStart))
 	if timedOut {
@@ -451,29 +464,32 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	return out
 }
 
-// wait blocks until done is closed (true) or the deadline passes (false).
-func (e *Engine) wait(st *state, done <-chan struct{}, deadline time.Time) bool {
-	d := deadline.Sub(e.clock.Now())
-	if d <= 0 {
-		select {
-		case <-done:
-			return true
-		default:
-			return false
-		}
-	}
+// wait blocks until every admitted module of tr has finished (true) or the deadline
+// passes (false). While fast modules are still unclaimed it checks every stallCheck that
+// the tier makes progress, and wakes more runners when it does not (a fast module blocked).
+func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 	precise := st.cfg.Timing == Precise && e.realClock
-	if precise {
-		d -= st.cfg.PreciseMargin
-	}
-	if d > 0 {
+	lastProgress := tr.progress.Load()
+	for {
+		d := deadline.Sub(e.clock.Now())
+		if precise {
+			d -= st.cfg.PreciseMargin
+		}
+		unclaimed := int64(len(tr.inline)) - tr.next.Load()
+		stall := unclaimed > 0 && d > stallCheck
+		if stall {
+			d = stallCheck
+		}
+		if d <= 0 {
+			break
+		}
 		if e.timer == nil {
 			e.timer = e.clock.NewTimer(d)
 		} else {
 			e.timer.Reset(d)
 		}
 		select {
-		case <-done:
+		case <-tr.done:
 			if !e.timer.Stop() {
 				select {
 				case <-e.timer.C():
@@ -483,11 +499,20 @@ func (e *Engine) wait(st *state, done <-chan struct{}, deadline time.Time) bool 
 			return true
 		case <-e.timer.C():
 		}
+		if stall {
+			if p := tr.progress.Load(); p == lastProgress {
+				if u := int64(len(tr.inline)) - tr.next.Load(); u > 0 {
+					e.pool.wake(tr, int(min(u, 64)))
+				}
+			} else {
+				lastProgress = p
+			}
+		}
 	}
 	if precise {
 		for e.clock.Now().Before(deadline) {
 			select {
-			case <-done:
+			case <-tr.done:
 				return true
 			default:
 			}
@@ -495,7 +520,7 @@ func (e *Engine) wait(st *state, done <-chan struct{}, deadline time.Time) bool 
 		}
 	}
 	select {
-	case <-done:
+	case <-tr.done:
 		return true
 	default:
 		return false

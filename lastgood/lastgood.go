@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -121,18 +122,21 @@ func (f optionFunc) apply(s *Store) { f(s) }
 // non-positive d is ignored.
 func WithDefaultTTL(d time.Duration) Option { return optionFunc(func(s *Store) { s.defaultTTL = d }) }
 
-// Store is the last-known-good store. It is safe for concurrent use.
+// Store is the last-known-good store. It is safe for concurrent use. The map of keys has
+// one lock; every key's record has its own, so that writers of different keys (the engine
+// stores the results of concurrently running modules) do not contend.
 type Store struct {
 	defaultTTL time.Duration // set by New, read-only afterwards
 
 	mu      sync.RWMutex
 	records map[string]*record // guarded by mu
-	seq     uint64             // guarded by mu; the last assigned Entry.Seq
-	stored  int                // guarded by mu; records with a value
+	seq     atomic.Uint64      // the last assigned Entry.Seq
+	stored  atomic.Int64       // records with a value
 }
 
-// record is the state of one key. Its fields are guarded by Store.mu.
+// record is the state of one key. Its fields are guarded by its own mu.
 type record struct {
+	mu        sync.Mutex
 	entry     Entry // guarded by mu; valid when hasEntry
 	hasEntry  bool  // guarded by mu
 	policy    TTL   // guarded by mu; valid when hasPolicy
@@ -159,32 +163,42 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// SetTTL sets the TTL policy of key. The key need not have a value yet; the policy is
-// kept until Delete.
-func (s *Store) SetTTL(key string, ttl TTL) {
+// record returns the record of key, creating it when create is set (else nil if absent).
+func (s *Store) record(key string, create bool) *record {
+	s.mu.RLock()
+	r := s.records[key]
+	s.mu.RUnlock()
+	if r != nil || !create {
+		return r
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.records[key]
-	if r == nil {
+	if r = s.records[key]; r == nil {
 		r = &record{}
 		s.records[key] = r
 	}
+	return r
+}
+
+// SetTTL sets the TTL policy of key. The key need not have a value yet; the policy is
+// kept until Delete.
+func (s *Store) SetTTL(key string, ttl TTL) {
+	r := s.record(key, true)
+	r.mu.Lock()
 	r.policy = ttl
 	r.hasPolicy = true
+	r.mu.Unlock()
 }
 
 // Put stores e as the last good value of e.Key, assigns its sequence number and returns it.
 // The latest Put of a key always wins; e.Written should be the time of the successful
 // write, as it is the origin of the value's age and a sample of the key's write interval.
 // Put of a key that already has a record allocates nothing.
-func (s *Store) Put(e Entry) Entry {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.records[e.Key]
-	if r == nil {
-		r = &record{}
-		s.records[e.Key] = r
-	}
+func (s *Store) Put(e Entry) Entry { return s.put(s.record(e.Key, true), e) }
+
+func (s *Store) put(r *record, e Entry) Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.hasEntry {
 		if x := e.Written.Sub(r.lastWrite); x > 0 {
 			if r.samples == 0 {
@@ -195,11 +209,10 @@ func (s *Store) Put(e Entry) Entry {
 			r.samples++
 		}
 	} else {
-		s.stored++
+		s.stored.Add(1)
 	}
 	r.lastWrite = e.Written
-	s.seq++
-	e.Seq = s.seq
+	e.Seq = s.seq.Add(1)
 	r.entry = e
 	r.hasEntry = true
 	return e
@@ -207,12 +220,16 @@ func (s *Store) Put(e Entry) Entry {
 
 // Get returns the stored value of key with its age and quality at now. It allocates nothing.
 func (s *Store) Get(key string, now time.Time) Lookup {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	r := s.records[key]
+	r := s.record(key, false)
 	if r == nil {
 		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: s.defaultTTL}
 	}
+	return s.get(r, key, now)
+}
+
+func (s *Store) get(r *record, key string, now time.Time) Lookup {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	ttl := s.ttlOf(r)
 	if !r.hasEntry {
 		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: ttl}
@@ -228,7 +245,28 @@ func (s *Store) Get(key string, now time.Time) Lookup {
 	return Lookup{Entry: r.entry, Quality: q, Age: age, TTL: ttl}
 }
 
-// ttlOf computes the TTL in force for r. The caller holds s.mu (read or write).
+// Slot is a handle on one key, for a writer that stores the same key again and again: it
+// skips the lookup of the key. A slot outlives a Delete of its key but is then detached
+// from the store.
+type Slot struct {
+	s   *Store
+	r   *record
+	key string
+}
+
+// Slot returns the handle of key, creating its record if needed.
+func (s *Store) Slot(key string) *Slot { return &Slot{s: s, r: s.record(key, true), key: key} }
+
+// Put is Store.Put for the slot's key (e.Key is set to it).
+func (sl *Slot) Put(e Entry) Entry {
+	e.Key = sl.key
+	return sl.s.put(sl.r, e)
+}
+
+// Get is Store.Get for the slot's key.
+func (sl *Slot) Get(now time.Time) Lookup { return sl.s.get(sl.r, sl.key, now) }
+
+// ttlOf computes the TTL in force for r. The caller holds r.mu.
 func (s *Store) ttlOf(r *record) time.Duration {
 	if !r.hasPolicy {
 		return s.defaultTTL
@@ -269,34 +307,41 @@ func (s *Store) ttlOf(r *record) time.Duration {
 // Delete forgets key, its value, its write history and its TTL policy.
 func (s *Store) Delete(key string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	r := s.records[key]
+	delete(s.records, key)
+	s.mu.Unlock()
 	if r == nil {
 		return
 	}
+	r.mu.Lock()
 	if r.hasEntry {
-		s.stored--
+		s.stored.Add(-1)
+		r.hasEntry = false
 	}
-	delete(s.records, key)
+	r.mu.Unlock()
 }
 
 // Len returns the number of stored keys: keys with a value (a TTL policy alone does not count).
-func (s *Store) Len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.stored
-}
+func (s *Store) Len() int { return int(s.stored.Load()) }
 
 // Keys returns the stored keys, sorted.
 func (s *Store) Keys() []string {
 	s.mu.RLock()
-	out := make([]string, 0, s.stored)
+	recs := make([]*record, 0, len(s.records))
+	keys := make([]string, 0, len(s.records))
 	for k, r := range s.records {
-		if r.hasEntry {
-			out = append(out, k)
-		}
+		recs = append(recs, r)
+		keys = append(keys, k)
 	}
 	s.mu.RUnlock()
+	out := make([]string, 0, len(keys))
+	for i, r := range recs {
+		r.mu.Lock()
+		if r.hasEntry {
+			out = append(out, keys[i])
+		}
+		r.mu.Unlock()
+	}
 	slices.Sort(out)
 	return out
 }

@@ -104,8 +104,13 @@ func New(opts ...Option) *Runner {
 // attempt, Run returns at once (BudgetExhausted) rather than sleeping to the deadline. A
 // panic in attempt is not recovered: it propagates to the caller of Run.
 func (r *Runner) Run(ctx context.Context, b Budget, attempt func(ctx context.Context, n int) error) Result {
+	return r.RunFrom(ctx, clock.Or(r.clock).Now(), b, attempt)
+}
+
+// RunFrom is Run for a caller that already read the clock: now is taken as the start of
+// the run (saving a clock read on the hot path).
+func (r *Runner) RunFrom(ctx context.Context, now time.Time, b Budget, attempt func(ctx context.Context, n int) error) Result {
 	c := clock.Or(r.clock)
-	now := c.Now()
 	deadline, hasDeadline := ctx.Deadline()
 	if b.Budget > 0 {
 		if bd := now.Add(b.Budget); !hasDeadline || bd.Before(deadline) {

@@ -242,7 +242,7 @@ func (in *Input) Get(key string) (blackboard.Entry, bool) {
 	if in.board == nil {
 		return blackboard.Entry{}, false
 	}
-	e, ok := in.board.Get(key)
+	e, ok := in.board.GetFor(key, in.tier)
 	if ok && (e.Stale || e.Expired || e.DerivedFromStale) {
 		in.readStale = true
 	}

@@ -1,0 +1,189 @@
+package cycle
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/tiers"
+)
+
+// slowOn returns a module that takes d on the given tick ids and no time otherwise.
+func slowOn(d time.Duration, ticks ...uint64) *script {
+	return &script{fn: func(ctx context.Context, in *tiers.Input) (any, error) {
+		for _, id := range ticks {
+			if in.TickID() == id {
+				time.Sleep(d)
+			}
+		}
+		return in.TickID(), nil
+	}}
+}
+
+type recorder struct {
+	mu sync.Mutex
+	ss []*faultsummary.Summary
+}
+
+func (r *recorder) hooks() Hooks {
+	return Hooks{OnTick: func(s *faultsummary.Summary) { r.mu.Lock(); r.ss = append(r.ss, s); r.mu.Unlock() }}
+}
+
+func (r *recorder) get() []*faultsummary.Summary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*faultsummary.Summary(nil), r.ss...)
+}
+
+// runFor runs the scheduler for d of virtual time and returns the summaries.
+func runFor(t *testing.T, cfg Config, regs []Registration, d time.Duration) []*faultsummary.Summary {
+	t.Helper()
+	var rec recorder
+	cfg.Tiers = []tiers.Tier{{Name: "safety", Budget: 400 * time.Millisecond}}
+	e := newEngine(t, cfg, regs, WithHooks(rec.hooks()))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	time.Sleep(d)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+	return rec.get()
+}
+
+type gridPoint struct {
+	scheduled, started time.Duration // since the first tick's start
+	overrun            bool
+	skipped            int
+}
+
+func grid(ss []*faultsummary.Summary) []gridPoint {
+	var out []gridPoint
+	t0 := ss[0].StartedAt
+	for _, s := range ss {
+		out = append(out, gridPoint{s.ScheduledAt.Sub(t0), s.StartedAt.Sub(t0), s.Overrun, s.SkippedGridPoints})
+	}
+	return out
+}
+
+func TestSchedulerOverrunPolicies(t *testing.T) {
+	ms := time.Millisecond
+	cases := []struct {
+		name    string
+		overrun Overrun
+		want    []gridPoint
+	}{
+		{"skip", OverrunSkip, []gridPoint{
+			{0, 0, false, 0}, {100 * ms, 100 * ms, true, 0}, {400 * ms, 400 * ms, false, 2}, {500 * ms, 500 * ms, false, 0},
+		}},
+		{"catch_up", OverrunCatchUp, []gridPoint{
+			{0, 0, false, 0}, {100 * ms, 100 * ms, true, 0}, {200 * ms, 350 * ms, true, 0}, {300 * ms, 350 * ms, false, 0},
+			{400 * ms, 400 * ms, false, 0}, {500 * ms, 500 * ms, false, 0},
+		}},
+		{"delay", OverrunDelay, []gridPoint{
+			{0, 0, false, 0}, {100 * ms, 100 * ms, true, 0}, {450 * ms, 450 * ms, false, 0},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ss := runFor(t, Config{Period: 100 * ms, Overrun: tc.overrun},
+					[]Registration{reg("m", "safety", slowOn(250*ms, 2))}, 525*ms)
+				got := grid(ss)
+				if len(got) != len(tc.want) {
+					t.Fatalf("got %d ticks %+v, want %+v", len(got), got, tc.want)
+				}
+				for i := range got {
+					if got[i] != tc.want[i] {
+						t.Errorf("tick %d: got %+v, want %+v", i+1, got[i], tc.want[i])
+					}
+				}
+				for _, s := range ss {
+					wantLag := float64(s.StartedAt.Sub(s.ScheduledAt)) / float64(ms)
+					if s.StartLagMs != wantLag {
+						t.Errorf("tick %d: start_lag_ms %v, want %v", s.TickID, s.StartLagMs, wantLag)
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestSchedulerCatchUpIsCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := time.Millisecond
+		// Tick 2 overruns by 9 grid points; at most 2 are caught up, the rest skipped.
+		ss := runFor(t, Config{Period: 10 * ms, Overrun: OverrunCatchUp, CatchUpMax: 2},
+			[]Registration{reg("m", "safety", slowOn(95*ms, 2))}, 125*ms)
+		got := grid(ss)
+		// tick 2 starts at 10ms, ends at 105ms: points 20..100 (9) are due; 2 are run.
+		want := []gridPoint{{0, 0, false, 0}, {10 * ms, 10 * ms, true, 0}, {90 * ms, 105 * ms, true, 7}, {100 * ms, 105 * ms, false, 0}, {110 * ms, 110 * ms, false, 0}, {120 * ms, 120 * ms, false, 0}}
+		if len(got) != len(want) {
+			t.Fatalf("got %+v", got)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("tick %d: got %+v, want %+v", i+1, got[i], want[i])
+			}
+		}
+	})
+}
+
+func TestStepModeAndTickRefusedOnPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{Period: 100 * time.Millisecond}, []Registration{reg("m", "safety", ok(1))})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }()
+		synctest.Wait()
+		if _, err := e.Tick(context.Background()); !errors.Is(err, ErrNotStepMode) {
+			t.Fatalf("Tick while running on a period: %v", err)
+		}
+		if err := e.Run(ctx); !errors.Is(err, ErrRunning) {
+			t.Fatalf("second Run: %v", err)
+		}
+		cancel()
+		<-done
+	})
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{}, []Registration{reg("m", "safety", ok(1))})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }()
+		time.Sleep(time.Second)
+		if e.Latest() != nil {
+			t.Fatal("step mode ticked by itself")
+		}
+		if s, err := e.Tick(context.Background()); err != nil || s.TickID != 1 {
+			t.Fatalf("step tick: %v", err)
+		}
+		cancel()
+		<-done
+	})
+}
+
+func TestStopWaitsForRunningTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rec recorder
+		e := newEngine(t, Config{Period: 100 * time.Millisecond, Tiers: []tiers.Tier{{Name: "safety", Budget: time.Second}}},
+			[]Registration{reg("m", "safety", slowOn(300*time.Millisecond, 1))}, WithHooks(rec.hooks()))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }()
+		time.Sleep(50 * time.Millisecond) // mid-tick
+		cancel()
+		<-done
+		ss := rec.get()
+		if len(ss) != 1 || ss[0].Modules[0].Status != faultsummary.StatusOK {
+			t.Fatalf("the running tick must finish normally on stop: %+v", ss)
+		}
+		if got := time.Since(ss[0].StartedAt); got != 300*time.Millisecond {
+			t.Fatalf("Run returned %v after the tick started, want when it finished (300ms)", got)
+		}
+	})
+}

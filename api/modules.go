@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -208,8 +209,9 @@ func (s *server) postModule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest)
 		return
 	}
+	index := len(s.e.Registrations()) // the new module's index in the engine's validation paths
 	if err := s.e.Register(reg); err != nil {
-		s.fail(w, r, err, http.StatusInternalServerError)
+		s.fail(w, r, relativePaths(err, index), http.StatusInternalServerError)
 		return
 	}
 	if s.opts.Registered != nil {
@@ -223,6 +225,28 @@ func (s *server) postModule(w http.ResponseWriter, r *http.Request) {
 	}
 	// Deregistered or replaced in between: acknowledge what was done.
 	writeJSON(w, http.StatusCreated, map[string]any{"name": name, "pending": true})
+}
+
+// relativePaths rewrites the paths of a registration's validation problems from the
+// engine's "modules[index].tier" to the request body's "tier". Problems about other
+// modules (or paths from a concurrent registration that shifted the index) are kept as is.
+func relativePaths(err error, index int) error {
+	var ve *tiers.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	prefix := fmt.Sprintf("modules[%d]", index)
+	ps := make(tiers.Problems, len(ve.Problems))
+	for i, p := range ve.Problems {
+		switch {
+		case p.Path == prefix:
+			p.Path = ""
+		case strings.HasPrefix(p.Path, prefix+"."):
+			p.Path = strings.TrimPrefix(p.Path, prefix+".")
+		}
+		ps[i] = p
+	}
+	return fmt.Errorf("register: %w", &tiers.ValidationError{Problems: ps})
 }
 
 // deleteModule serves DELETE /modules/{name} (admin): 204; the module stops at the next

@@ -386,6 +386,12 @@ func TestLongPoll(t *testing.T) {
 		t.Errorf("after=0: tick %d", s.TickID)
 	}
 
+	// An id from the future (a previous process) is answered at once with the latest.
+	s = decode[faultsummary.Summary](t, r.expect(http.StatusOK, http.MethodGet, "/ticks/latest?wait=30s&after=100000", nil))
+	if s.TickID != r.e.Latest().TickID {
+		t.Errorf("after=100000: tick %d", s.TickID)
+	}
+
 	// A wait that ends without a new tick answers the latest, or 304 with a matching tag.
 	res, b := r.do(http.MethodGet, "/ticks/latest?wait=30ms", nil)
 	if res.StatusCode != http.StatusOK || decode[faultsummary.Summary](t, b).TickID != r.e.Latest().TickID {

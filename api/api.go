@@ -106,7 +106,8 @@ type Options struct {
 	// Faults applies a fault-injection change to the named module (POST
 	// /modules/{name}/faults); the body is passed as received (valid JSON or empty). Its
 	// result is answered with 200 (nil: a short acknowledgement). An error wrapping
-	// errors.ErrUnsupported (a module that is not built in) answers 409, a
+	// modules.ErrNotInjectable or errors.ErrUnsupported (a module that is not built in)
+	// answers 409, a
 	// *tiers.ValidationError 422, any other error 400. Nil: the route answers 501.
 	Faults func(name string, body []byte) (any, error)
 	// Registered, if set, is called after POST /modules registered a module, with the

@@ -27,6 +27,7 @@ import (
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/metrics"
+	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -649,6 +650,9 @@ func TestConfigReloadAndFaults(t *testing.T) {
 			return nil
 		}
 		o.Faults = func(name string, body []byte) (any, error) {
+			if name == "good" {
+				return modules.ApplyFaultsJSON(value(1), body) // not a builtin module
+			}
 			if name == "slashy" {
 				return nil, fmt.Errorf("module %q is not built in: %w", name, errors.ErrUnsupported)
 			}
@@ -691,6 +695,7 @@ func TestConfigReloadAndFaults(t *testing.T) {
 	}
 	r.expectError(http.StatusNotFound, "not_found", http.MethodPost, "/modules/nope/faults", jsonBody(`{}`), "Content-Type", ctJSON)
 	r.expectError(http.StatusConflict, "unsupported", http.MethodPost, "/modules/slashy/faults", jsonBody(`{}`), "Content-Type", ctJSON)
+	r.expectError(http.StatusConflict, "unsupported", http.MethodPost, "/modules/good/faults", jsonBody(`{}`), "Content-Type", ctJSON)
 	r.expectError(http.StatusBadRequest, "malformed_json", http.MethodPost, "/modules/flaky/faults", jsonBody(`{`), "Content-Type", ctJSON)
 	r.expectError(http.StatusBadRequest, "unknown_field", http.MethodPost, "/modules/flaky/faults", jsonBody(`{"fail_rat":1}`), "Content-Type", ctJSON)
 	e = r.expectError(http.StatusUnprocessableEntity, "invalid", http.MethodPost, "/modules/flaky/faults", jsonBody(`{"fail_rate":2}`), "Content-Type", ctJSON)

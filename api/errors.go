@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -142,7 +143,7 @@ func classify(err error, def int) (int, apiError) {
 		return http.StatusConflict, apiError{Code: "not_runtime", Message: msg}
 	case errors.Is(err, cycle.ErrNotStepMode):
 		return http.StatusConflict, apiError{Code: "not_step_mode", Message: msg}
-	case errors.Is(err, errors.ErrUnsupported):
+	case errors.Is(err, errors.ErrUnsupported), errors.Is(err, modules.ErrNotInjectable):
 		return http.StatusConflict, apiError{Code: "unsupported", Message: msg}
 	case errors.Is(err, cycle.ErrClosed):
 		return http.StatusServiceUnavailable, apiError{Code: "closed", Message: msg}

@@ -1,0 +1,310 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"slices"
+	"strconv"
+
+	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/clock"
+	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/modules"
+	"github.com/cycled/cycled/retrybudget"
+	"github.com/cycled/cycled/tiers"
+)
+
+// BuildOption configures how modules are built from their configuration.
+type BuildOption interface{ apply(*buildOptions) }
+
+type buildOptions struct {
+	clock clock.Clock
+	rand  func() float64
+	reuse []cycle.Registration
+}
+
+type buildOptionFunc func(*buildOptions)
+
+func (f buildOptionFunc) apply(o *buildOptions) { f(o) }
+
+// WithClock sets the clock of the modules built (give the engine's). Default clock.Real().
+func WithClock(c clock.Clock) BuildOption {
+	return buildOptionFunc(func(o *buildOptions) { o.clock = c })
+}
+
+// WithRand sets the randomness of builtin modules (uniform in [0, 1), safe for concurrent
+// use). Default math/rand/v2.
+func WithRand(f func() float64) BuildOption {
+	return buildOptionFunc(func(o *buildOptions) { o.rand = f })
+}
+
+// Reusing passes the registrations in force: a builtin module whose settings did not
+// change keeps its instance, so the engine keeps its worker and the faults injected at
+// runtime survive a reload.
+func Reusing(regs []cycle.Registration) BuildOption {
+	return buildOptionFunc(func(o *buildOptions) { o.reuse = regs })
+}
+
+func (o buildOptions) moduleOptions() []modules.Option {
+	return []modules.Option{modules.WithClock(o.clock), modules.WithRand(o.rand)}
+}
+
+// Validate returns every problem of c, errors and warnings, each with its path: the
+// configuration-level checks (http.addr, log.level, module kinds, builtin settings, …)
+// and the engine's (cycle.Validate: tiers, budgets, breakers, dependencies, keys).
+func (c *Config) Validate() tiers.Problems {
+	ps := c.check()
+	// Engine's own problems are those of builtin settings, which check reports already.
+	ecfg, regs, _ := c.Engine()
+	_, eps := cycle.Validate(ecfg, regs)
+	return mergeProblems(ps, eps)
+}
+
+// check runs the configuration-level checks that the engine does not make.
+func (c *Config) check() tiers.Problems {
+	var ps tiers.Problems
+	add := func(path, format string, args ...any) {
+		ps = append(ps, tiers.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	if c.Cycle.History < 1 {
+		add("cycle.history", "must be >= 1")
+	}
+	if c.Cycle.CatchUpMax < 1 {
+		add("cycle.catch_up_max", "must be >= 1")
+	}
+	if c.Cycle.PreciseMargin < 0 {
+		add("cycle.precise_margin", "must be >= 0")
+	}
+	checkBackoff("backoff", c.Backoff, add)
+	if c.Emergency.RecoverAfter < 1 {
+		add("emergency.recover_after", "must be >= 1")
+	}
+	if c.LastGood.DefaultTTL <= 0 {
+		add("lastgood.default_ttl", "must be > 0")
+	}
+	for i, t := range c.Tiers {
+		p := fmt.Sprintf("tiers[%d]", i)
+		if t.MaxAttempts < 1 {
+			add(p+".max_attempts", "must be >= 1")
+		}
+		checkKinds(p+".retry_on", t.RetryOn, add)
+		checkBreakerConfig(p+".breaker", t.Breaker, add)
+		// The engine checks the backoff fields too, with the same paths.
+	}
+	for _, name := range sortedNames(c.Breakers) {
+		checkBreakerConfig("breakers."+name, c.Breakers[name], add)
+	}
+	for i, m := range c.Modules {
+		ps = append(ps, m.check(fmt.Sprintf("modules[%d]", i))...)
+	}
+	if _, port, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+		add("http.addr", "want host:port, e.g. 127.0.0.1:8080 (%v)", err)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		add("http.addr", "invalid port %q", port)
+	}
+	if c.HTTP.AdminTokenFile != "" && c.HTTP.AdminToken != "" && !c.tokenFromFile {
+		add("http.admin_token_file", "set either admin_token or admin_token_file, not both")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "console", "json":
+	default:
+		add("log.format", "unknown format %q (want console or json)", c.Log.Format)
+	}
+	return ps
+}
+
+// check runs the module-level checks, with paths under p ("" for a module on its own).
+func (m ModuleConfig) check(p string) tiers.Problems {
+	var ps tiers.Problems
+	add := func(path, format string, args ...any) {
+		ps = append(ps, tiers.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	switch m.Kind {
+	case KindBuiltin:
+		if m.HTTP != nil {
+			add(join(p, "http"), "only valid with kind: http")
+		}
+		if m.Builtin != nil {
+			for _, q := range m.Builtin.Faults.Validate() {
+				add(join(join(p, "builtin"), q.Path), "%s", q.Message)
+			}
+		}
+	case KindHTTP:
+		add(join(p, "kind"), "http modules are not supported yet")
+		if m.Builtin != nil {
+			add(join(p, "builtin"), "only valid with kind: builtin")
+		}
+	default:
+		add(join(p, "kind"), "unknown kind %q (want builtin or http)", m.Kind)
+	}
+	if m.Every < 0 {
+		add(join(p, "every"), "must be >= 1")
+	}
+	if m.MaxAttempts < 0 {
+		add(join(p, "max_attempts"), "must be >= 1")
+	}
+	return ps
+}
+
+func checkBackoff(p string, b BackoffConfig, add func(string, string, ...any)) {
+	if b.Base < 0 {
+		add(p+".base", "must be >= 0")
+	}
+	if b.Factor < 1 {
+		add(p+".factor", "must be >= 1")
+	}
+	if b.Max < 0 {
+		add(p+".max", "must be >= 0")
+	}
+	if !(b.Jitter >= 0 && b.Jitter <= 1) {
+		add(p+".jitter", "must be between 0 and 1")
+	}
+}
+
+func checkKinds(p string, ks []fault.Kind, add func(string, string, ...any)) {
+	for i, k := range ks {
+		if k == fault.KindNone {
+			add(fmt.Sprintf("%s[%d]", p, i), "%q is not a fault kind", "none")
+		}
+	}
+}
+
+func checkBreakerConfig(p string, b BreakerConfig, add func(string, string, ...any)) {
+	if b.FailureThreshold < 1 {
+		add(p+".failure_threshold", "must be >= 1")
+	}
+	if b.Cooldown <= 0 {
+		add(p+".cooldown", "must be > 0")
+	}
+	if b.HalfOpenProbes < 1 {
+		add(p+".half_open_probes", "must be >= 1")
+	}
+	if b.HalfOpenSuccesses < 1 {
+		add(p+".half_open_successes", "must be >= 1")
+	}
+	checkKinds(p+".trip_on", b.TripOn, add)
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func kindSet(ks []fault.Kind) fault.Set { return fault.SetOf(ks...) }
+
+func (b BackoffConfig) engine() retrybudget.Backoff {
+	return retrybudget.Backoff{Base: b.Base, Factor: b.Factor, Max: b.Max, Jitter: b.Jitter}
+}
+
+func (b BreakerConfig) engine(name string) breaker.Settings {
+	return breaker.Settings{Name: name, FailureThreshold: b.FailureThreshold, Cooldown: b.Cooldown,
+		HalfOpenProbes: b.HalfOpenProbes, HalfOpenSuccesses: b.HalfOpenSuccesses, TripOn: kindSet(b.TripOn)}
+}
+
+// Engine converts c into the engine's configuration and module registrations, building
+// each module. The problems are those found while building modules (paths
+// "modules[i]…"); a module that cannot be built is registered as a placeholder that
+// fails, so that cycle.Validate still reports everything else. Validate runs it.
+func (c *Config) Engine(opts ...BuildOption) (cycle.Config, []cycle.Registration, tiers.Problems) {
+	o := buildOptions{}
+	for _, op := range opts {
+		op.apply(&o)
+	}
+	ec := cycle.Config{
+		Period:        c.Cycle.Period,
+		Overrun:       c.Cycle.Overrun,
+		CatchUpMax:    c.Cycle.CatchUpMax,
+		History:       c.Cycle.History,
+		Timing:        c.Cycle.Timing,
+		PreciseMargin: c.Cycle.PreciseMargin,
+		Emergency: cycle.EmergencyConfig{
+			SkipTiers:    c.Emergency.SkipTiers,
+			Latch:        c.Emergency.Latch,
+			RecoverAfter: c.Emergency.RecoverAfter,
+		},
+		DefaultTTL: c.LastGood.DefaultTTL,
+		Tiers:      make([]tiers.Tier, 0, len(c.Tiers)),
+	}
+	for _, t := range c.Tiers {
+		ec.Tiers = append(ec.Tiers, tiers.Tier{Name: t.Name, Budget: t.Budget, MaxAttempts: t.MaxAttempts,
+			Backoff: t.Backoff.engine(), Retryable: kindSet(t.RetryOn), Policy: t.Policy, Breaker: t.Breaker.engine("")})
+	}
+	if len(c.Breakers) > 0 {
+		ec.Breakers = make(map[string]breaker.Settings, len(c.Breakers))
+		for name, b := range c.Breakers {
+			ec.Breakers[name] = b.engine(name)
+		}
+	}
+	var ps tiers.Problems
+	regs := make([]cycle.Registration, 0, len(c.Modules))
+	for i, m := range c.Modules {
+		reg, mps := m.registration(fmt.Sprintf("modules[%d]", i), o)
+		ps = append(ps, mps...)
+		regs = append(regs, reg)
+	}
+	return ec, regs, ps
+}
+
+// Spec returns the engine's spec of m.
+func (m ModuleConfig) Spec() tiers.ModuleSpec {
+	return tiers.ModuleSpec{Name: m.Name, Tier: m.Tier, DependsOn: m.DependsOn, Reads: m.Reads, Writes: m.Writes,
+		TTL: m.TTL.TTL, Policy: m.Policy, Breaker: m.Breaker, OnOpen: m.OnOpen, Idempotent: m.Idempotent,
+		MaxAttempts: m.MaxAttempts, Every: m.Every, Emergency: m.Emergency, Priority: m.Priority}
+}
+
+// unbuildable stands in for a module that could not be built; validation refuses the
+// configuration anyway.
+var unbuildable = tiers.ModuleFunc(func(ctx context.Context, _ *tiers.Input) (any, error) {
+	return nil, fault.Permanent(errors.New("module could not be built from its configuration"))
+})
+
+// registration builds m; p prefixes the paths of its problems.
+func (m ModuleConfig) registration(p string, o buildOptions) (cycle.Registration, tiers.Problems) {
+	reg := cycle.Registration{Spec: m.Spec(), Module: unbuildable}
+	if m.Kind != KindBuiltin {
+		return reg, nil // check reports the kind
+	}
+	var s modules.Settings
+	if m.Builtin != nil {
+		s = *m.Builtin
+	}
+	for _, old := range o.reuse {
+		if b, ok := old.Module.(*modules.Builtin); ok && old.Spec.Name == m.Name && reflect.DeepEqual(b.Settings(), normalized(s)) {
+			reg.Module = b
+			return reg, nil
+		}
+	}
+	b, err := modules.NewBuiltin(s, o.moduleOptions()...)
+	if err != nil {
+		var ve *tiers.ValidationError
+		if errors.As(err, &ve) {
+			var ps tiers.Problems
+			for _, q := range ve.Problems {
+				ps = append(ps, tiers.Problem{Path: join(join(p, "builtin"), q.Path), Message: q.Message})
+			}
+			return reg, ps
+		}
+		return reg, tiers.Problems{{Path: join(p, "builtin"), Message: err.Error()}}
+	}
+	reg.Module = b
+	return reg, nil
+}
+
+// normalized returns s as a Builtin stores it, for comparing settings.
+func normalized(s modules.Settings) modules.Settings {
+	s.Faults.FailKind = s.Faults.Kind()
+	return s
+}

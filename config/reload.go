@@ -1,0 +1,322 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/cycled/cycled/clock"
+	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/tiers"
+)
+
+// Redacted returns the configuration as JSON-friendly values with the file's key names
+// and durations as strings ("100ms"), for GET /config. The admin token is never shown:
+// it reads "***" when one is set.
+func (c *Config) Redacted() any {
+	cp := *c
+	if cp.HTTP.AdminToken != "" {
+		cp.HTTP.AdminToken = "***"
+	}
+	return encodePlain(reflect.ValueOf(cp))
+}
+
+// EngineReloader is what a Reloader needs of the engine; *cycle.Engine implements it.
+type EngineReloader interface {
+	// Reload validates the configuration whole and applies it at the next tick boundary.
+	Reload(cfg cycle.Config, mods []cycle.Registration) error
+}
+
+// ReloadResult is the outcome of one reload attempt.
+type ReloadResult struct {
+	// At is when the attempt finished.
+	At time.Time `json:"at"`
+	// Trigger says what asked for it ("api", "signal", "file", …).
+	Trigger string `json:"trigger,omitempty"`
+	// OK reports whether the new configuration was accepted.
+	OK bool `json:"ok"`
+	// Error is the reason it was rejected.
+	Error string `json:"error,omitempty"`
+	// Problems are the validation problems that rejected it, each with its path.
+	Problems tiers.Problems `json:"problems,omitempty"`
+	// Warnings are the non-fatal findings of an accepted configuration.
+	Warnings tiers.Problems `json:"warnings,omitempty"`
+	// RestartRequired lists changed keys that apply only after a restart (http, log, state_dir).
+	RestartRequired []string `json:"restart_required,omitempty"`
+	// Err is the error returned by Reload (nil when OK).
+	Err error `json:"-"`
+}
+
+// ReloaderOption configures a Reloader.
+type ReloaderOption interface{ apply(*Reloader) }
+
+type reloaderOptionFunc func(*Reloader)
+
+func (f reloaderOptionFunc) apply(r *Reloader) { f(r) }
+
+// WithLoadOptions sets how a reload reads the configuration (the options the daemon
+// started with, so that the same file, environment and flags apply).
+func WithLoadOptions(opts ...LoadOption) ReloaderOption {
+	return reloaderOptionFunc(func(r *Reloader) { r.loadOpts = opts })
+}
+
+// WithBuildOptions sets how modules are built (WithClock, WithRand).
+func WithBuildOptions(opts ...BuildOption) ReloaderOption {
+	return reloaderOptionFunc(func(r *Reloader) { r.buildOpts = opts })
+}
+
+// OnReload registers a listener called after every reload attempt (from the goroutine
+// that ran it). The daemon logs with it.
+func OnReload(f func(ReloadResult)) ReloaderOption {
+	return reloaderOptionFunc(func(r *Reloader) { r.listeners = append(r.listeners, f) })
+}
+
+// WithReloadClock sets the clock used for timestamps and the file watch's debounce.
+func WithReloadClock(c clock.Clock) ReloaderOption {
+	return reloaderOptionFunc(func(r *Reloader) { r.clock = clock.Or(c) })
+}
+
+// Reloader holds the configuration in force and replaces it on demand: Reload re-reads the
+// sources, validates the result whole and hands it to the engine, which applies it at the
+// next tick boundary. A configuration that fails is rejected whole; the running one stays,
+// and the failure is kept for GET /config (View). It is safe for concurrent use; reloads
+// are serialised.
+type Reloader struct {
+	engine    EngineReloader
+	loadOpts  []LoadOption
+	buildOpts []BuildOption
+	listeners []func(ReloadResult)
+	clock     clock.Clock
+
+	mu       sync.Mutex // serialises reloads; guards the fields below
+	cur      *Config
+	regs     []cycle.Registration
+	loadedAt time.Time
+	last     *ReloadResult
+	reloads  uint64
+	failures uint64
+}
+
+// NewReloader returns a Reloader for an engine started with cur and regs (the result of
+// cur.Engine).
+func NewReloader(cur *Config, regs []cycle.Registration, eng EngineReloader, opts ...ReloaderOption) *Reloader {
+	r := &Reloader{engine: eng, cur: cur, regs: regs, clock: clock.Real()}
+	for _, op := range opts {
+		op.apply(r)
+	}
+	r.loadedAt = r.clock.Now()
+	return r
+}
+
+// Current returns the configuration in force.
+func (r *Reloader) Current() *Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur
+}
+
+// Last returns the outcome of the latest reload attempt, or nil before the first.
+func (r *Reloader) Last() *ReloadResult {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		return nil
+	}
+	cp := *r.last
+	return &cp
+}
+
+// LastError returns the error of the latest reload attempt, nil when it succeeded or
+// before the first.
+func (r *Reloader) LastError() error {
+	if l := r.Last(); l != nil {
+		return l.Err
+	}
+	return nil
+}
+
+// Reload re-reads the configuration and applies it. trigger is recorded ("api", "signal",
+// "file"); ctx bounds the attempt (a reload refused because ctx ended changes nothing). On
+// failure the running configuration stays and the error is a *tiers.ValidationError
+// (possibly wrapped) or wraps ErrSyntax or the file's read error.
+func (r *Reloader) Reload(ctx context.Context) error { return r.reload(ctx, "api") }
+
+// ReloadFrom is Reload with the trigger named.
+func (r *Reloader) ReloadFrom(ctx context.Context, trigger string) error { return r.reload(ctx, trigger) }
+
+func (r *Reloader) reload(ctx context.Context, trigger string) error {
+	r.mu.Lock()
+	res, err := r.reloadLocked(ctx, trigger)
+	r.mu.Unlock()
+	for _, l := range r.listeners {
+		l(res)
+	}
+	return err
+}
+
+func (r *Reloader) reloadLocked(ctx context.Context, trigger string) (ReloadResult, error) {
+	res := ReloadResult{Trigger: trigger}
+	fail := func(err error) (ReloadResult, error) {
+		res.At = r.clock.Now()
+		res.Err = err
+		res.Error = err.Error()
+		var ve *tiers.ValidationError
+		if errors.As(err, &ve) {
+			res.Problems = ve.Problems
+		}
+		r.failures++
+		r.last = &res
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("reload: %w", err))
+	}
+	cfg, err := Load(r.loadOpts...)
+	if err != nil {
+		return fail(fmt.Errorf("reload: %w", err))
+	}
+	ecfg, regs, ps := cfg.Engine(append(append([]BuildOption(nil), r.buildOpts...), Reusing(r.regs))...)
+	if err := ps.Err(); err != nil {
+		return fail(fmt.Errorf("reload: %w", err))
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(fmt.Errorf("reload: %w", err))
+	}
+	if err := r.engine.Reload(ecfg, regs); err != nil {
+		return fail(err)
+	}
+	res.OK = true
+	res.Warnings = cfg.Validate().Warnings()
+	res.RestartRequired = restartOnly(r.cur, cfg)
+	res.At = r.clock.Now()
+	r.cur, r.regs, r.loadedAt = cfg, regs, res.At
+	r.reloads++
+	r.last = &res
+	return res, nil
+}
+
+// restartOnly lists the keys that differ between old and new but apply only at startup.
+func restartOnly(old, cur *Config) []string {
+	var out []string
+	if old.HTTP.Addr != cur.HTTP.Addr {
+		out = append(out, "http.addr")
+	}
+	if old.HTTP.AdminToken != cur.HTTP.AdminToken {
+		out = append(out, "http.admin_token")
+	}
+	if old.Log != cur.Log {
+		out = append(out, "log")
+	}
+	if old.StateDir != cur.StateDir {
+		out = append(out, "state_dir")
+	}
+	return out
+}
+
+// View is GET /config: the configuration in force (redacted), where it came from, when it
+// was loaded, and the outcome of the latest reload attempt.
+func (r *Reloader) View() any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v := map[string]any{
+		"source":    r.cur.Source(),
+		"loaded_at": r.loadedAt,
+		"config":    r.cur.Redacted(),
+		"reloads":   r.reloads,
+		"failures":  r.failures,
+	}
+	if r.last != nil {
+		v["last_reload"] = *r.last
+	}
+	return v
+}
+
+// DecodeModule is DecodeModule with the Reloader's build options (the engine's clock).
+func (r *Reloader) DecodeModule(body []byte) (cycle.Registration, error) {
+	return DecodeModule(body, r.buildOpts...)
+}
+
+// Watch reloads (trigger "file") whenever the configuration file changes, until ctx ends.
+// It watches the file's directory, so editors that replace the file and Kubernetes
+// ConfigMap symlink swaps are seen; bursts of events are debounced by 200ms. It returns
+// nil at once when the configuration does not come from a file.
+func (r *Reloader) Watch(ctx context.Context) error {
+	path := r.Current().Source()
+	if path == DemoSource || path == "defaults" || path == "" {
+		return nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil // data given in memory, not a file
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", path, err)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", path, err)
+	}
+	defer w.Close()
+	dir := filepath.Dir(abs)
+	if err := w.Add(dir); err != nil {
+		return fmt.Errorf("watch %s: %w", dir, err)
+	}
+	real, _ := filepath.EvalSymlinks(abs)
+	const debounce = 200 * time.Millisecond
+	var timer clock.Timer
+	var fire <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if !r.relevant(ev, abs, &real) {
+				continue
+			}
+			if timer == nil {
+				timer = r.clock.NewTimer(debounce)
+			} else {
+				timer.Reset(debounce)
+			}
+			fire = timer.C()
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			_ = err // a dropped event: the next change triggers again
+		case <-fire:
+			fire = nil
+			_ = r.reload(ctx, "file")
+		}
+	}
+}
+
+// relevant reports whether ev may have changed the file at abs (directly, or through a
+// symlink whose target moved).
+func (r *Reloader) relevant(ev fsnotify.Event, abs string, real *string) bool {
+	if !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Rename) && !ev.Has(fsnotify.Remove) {
+		return false
+	}
+	if filepath.Clean(ev.Name) == abs {
+		return true
+	}
+	now, err := filepath.EvalSymlinks(abs)
+	if err == nil && now != *real {
+		*real = now
+		return true
+	}
+	return false
+}

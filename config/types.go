@@ -1,0 +1,405 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/lastgood"
+	"github.com/cycled/cycled/modules"
+	"github.com/cycled/cycled/tiers"
+)
+
+// Config is the daemon's configuration. The yaml tags are the key names of DESIGN.md's
+// reference configuration; a Config returned by Load has every default applied, so it is
+// also the effective configuration shown by GET /config (through Redacted).
+type Config struct {
+	// Cycle configures the scheduler.
+	Cycle CycleConfig `yaml:"cycle"`
+	// Backoff is the retry backoff of every tier that does not override it.
+	Backoff BackoffConfig `yaml:"backoff"`
+	// Emergency configures emergency mode.
+	Emergency EmergencyConfig `yaml:"emergency"`
+	// LastGood configures the last-known-good store.
+	LastGood LastGoodConfig `yaml:"lastgood"`
+	// Tiers in order; the first is the safety tier. Absent: the five seed tiers.
+	Tiers []TierConfig `yaml:"tiers"`
+	// Breakers are the named breakers that modules may share.
+	Breakers map[string]BreakerConfig `yaml:"breakers"`
+	// Modules are the modules to run.
+	Modules []ModuleConfig `yaml:"modules"`
+	// HTTP configures the API listener. Changing it needs a restart.
+	HTTP HTTPConfig `yaml:"http"`
+	// Log configures logging. Changing it needs a restart.
+	Log LogConfig `yaml:"log"`
+	// StateDir is where runtime registrations persist. Empty disables persistence.
+	StateDir string `yaml:"state_dir"`
+
+	// source names where the configuration came from.
+	source string
+	// tokenFromFile: AdminToken was read from AdminTokenFile.
+	tokenFromFile bool
+}
+
+// CycleConfig configures the scheduler (key "cycle").
+type CycleConfig struct {
+	// Period is the tick period; 0 is step mode (default 100ms).
+	Period time.Duration `yaml:"period"`
+	// Overrun is skip (default), catch_up or delay.
+	Overrun cycle.Overrun `yaml:"overrun"`
+	// CatchUpMax caps the ticks run back to back by catch_up (default 10).
+	CatchUpMax int `yaml:"catch_up_max"`
+	// History is the number of summaries kept in memory (default 1000).
+	History int `yaml:"history"`
+	// Timing is coarse (default) or precise.
+	Timing cycle.Timing `yaml:"timing"`
+	// PreciseMargin is how long before a target precise timing starts spinning (default 1.5ms).
+	PreciseMargin time.Duration `yaml:"precise_margin"`
+}
+
+// BackoffConfig is a retry backoff: base · factor^(attempt-1), capped at max, ± jitter.
+type BackoffConfig struct {
+	// Base is the delay before the second attempt (default 10ms).
+	Base time.Duration `yaml:"base"`
+	// Factor multiplies the delay after every attempt (default 2).
+	Factor float64 `yaml:"factor"`
+	// Max caps the delay (default 100ms).
+	Max time.Duration `yaml:"max"`
+	// Jitter spreads each delay by ± jitter × delay, in [0, 1] (default 0.2).
+	Jitter float64 `yaml:"jitter"`
+}
+
+// EmergencyConfig configures emergency mode (key "emergency").
+type EmergencyConfig struct {
+	// SkipTiers names the tiers skipped in emergency mode. Absent: every tier after the first.
+	SkipTiers []string `yaml:"skip_tiers"`
+	// Latch keeps emergency mode until an operator reset.
+	Latch bool `yaml:"latch"`
+	// RecoverAfter is the number of consecutive healthy safety ticks that ends it (default 3).
+	RecoverAfter int `yaml:"recover_after"`
+}
+
+// LastGoodConfig configures the last-known-good store (key "lastgood").
+type LastGoodConfig struct {
+	// DefaultTTL is the TTL of keys whose module sets none (default 5s).
+	DefaultTTL time.Duration `yaml:"default_ttl"`
+}
+
+// TierConfig is one tier. A tier named like a seed tier (safety, knowledge, perception,
+// planning, execution) takes the seed's budget, attempts and breaker for the fields it
+// omits; any other tier needs an explicit budget.
+type TierConfig struct {
+	// Name identifies the tier.
+	Name string `yaml:"name"`
+	// Budget is the tier's wall-clock budget, retries included.
+	Budget time.Duration `yaml:"budget"`
+	// MaxAttempts is the number of attempts per module per tick (default: seed or 1).
+	MaxAttempts int `yaml:"max_attempts"`
+	// Policy is the default error policy of the tier's modules (fail_fast for the first
+	// tier, degrade for the others).
+	Policy tiers.Policy `yaml:"policy"`
+	// Backoff overrides the top-level backoff, field by field.
+	Backoff BackoffConfig `yaml:"backoff"`
+	// RetryOn lists the retried fault kinds (default [transient]).
+	RetryOn []fault.Kind `yaml:"retry_on"`
+	// Breaker is the settings of each module's own breaker in this tier.
+	Breaker BreakerConfig `yaml:"breaker"`
+}
+
+// BreakerConfig is a circuit breaker's settings.
+type BreakerConfig struct {
+	// FailureThreshold is the number of consecutive failed ticks that opens it.
+	FailureThreshold int `yaml:"failure_threshold"`
+	// Cooldown is how long it stays open before admitting probes.
+	Cooldown time.Duration `yaml:"cooldown"`
+	// HalfOpenProbes caps the probes admitted at once while half-open.
+	HalfOpenProbes int `yaml:"half_open_probes"`
+	// HalfOpenSuccesses is the number of successful probes that closes it.
+	HalfOpenSuccesses int `yaml:"half_open_successes"`
+	// TripOn lists the fault kinds that count. Default: every fault kind for a module's own
+	// breaker, [transient, downstream] for a named one.
+	TripOn []fault.Kind `yaml:"trip_on"`
+}
+
+// The module kinds.
+const (
+	// KindBuiltin is the builtin demo and fault-injection module (the default).
+	KindBuiltin = "builtin"
+	// KindHTTP is a remote module; not supported yet.
+	KindHTTP = "http"
+)
+
+// ModuleConfig is one module (an item of "modules", or the body of POST /modules).
+type ModuleConfig struct {
+	// Name is unique among modules.
+	Name string `yaml:"name"`
+	// Tier is the tier's name (or derived from DependsOn when empty).
+	Tier string `yaml:"tier"`
+	// DependsOn lists modules that must run in earlier tiers.
+	DependsOn []string `yaml:"depends_on"`
+	// Kind is builtin (default) or http.
+	Kind string `yaml:"kind"`
+	// Writes is the key written (default "<name>.result").
+	Writes string `yaml:"writes"`
+	// Reads lists the keys read.
+	Reads []string `yaml:"reads"`
+	// TTL is the last-known-good TTL of the written key: a duration or "auto".
+	TTL TTL `yaml:"ttl"`
+	// Policy is degrade, fail_fast or abort (default: the tier's).
+	Policy tiers.Policy `yaml:"policy"`
+	// Breaker names a shared breaker instead of the module's own.
+	Breaker string `yaml:"breaker"`
+	// OnOpen is bypass (default) or fail.
+	OnOpen tiers.OnOpen `yaml:"on_open"`
+	// Idempotent says whether the module may be retried (default true).
+	Idempotent *bool `yaml:"idempotent"`
+	// MaxAttempts overrides the tier's attempts.
+	MaxAttempts int `yaml:"max_attempts"`
+	// Every runs the module on every k-th tick (default 1).
+	Every int `yaml:"every"`
+	// Emergency makes the module run only in emergency mode.
+	Emergency bool `yaml:"emergency"`
+	// Priority orders modules within a tier (higher first).
+	Priority int `yaml:"priority"`
+	// Builtin configures a builtin module.
+	Builtin *modules.Settings `yaml:"builtin"`
+	// HTTP configures an http module.
+	HTTP *HTTPModuleConfig `yaml:"http"`
+}
+
+// HTTPModuleConfig configures a remote module (kind http; not supported yet).
+type HTTPModuleConfig struct {
+	// URL receives the module's POSTs.
+	URL string `yaml:"url"`
+	// MaxBody caps the response body ("1MiB").
+	MaxBody ByteSize `yaml:"max_body"`
+	// Timeout caps one request (default: the time left in the tier budget).
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// HTTPConfig configures the API listener (key "http").
+type HTTPConfig struct {
+	// Addr is the listen address (default 127.0.0.1:8080).
+	Addr string `yaml:"addr"`
+	// AdminToken is the bearer token of the admin routes. Never shown by Redacted.
+	AdminToken string `yaml:"admin_token"`
+	// AdminTokenFile is a file holding the admin token (trailing whitespace trimmed).
+	AdminTokenFile string `yaml:"admin_token_file"`
+}
+
+// LogConfig configures logging (key "log").
+type LogConfig struct {
+	// Level is debug, info (default), warn or error.
+	Level string `yaml:"level"`
+	// Format is console (default) or json.
+	Format string `yaml:"format"`
+}
+
+// TTL is a module's last-known-good TTL as configured: a duration ("5s") or "auto".
+type TTL struct {
+	lastgood.TTL
+}
+
+// MarshalText encodes t as "auto", a duration, or "" for the engine default.
+func (t TTL) MarshalText() ([]byte, error) {
+	switch {
+	case t.Auto:
+		return []byte("auto"), nil
+	case t.Fixed == 0:
+		return nil, nil
+	}
+	return []byte(t.Fixed.String()), nil
+}
+
+// UnmarshalText parses "auto", a duration such as "5s", or "" (the engine default).
+func (t *TTL) UnmarshalText(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	switch s {
+	case "", "0":
+		*t = TTL{}
+		return nil
+	case "auto":
+		*t = TTL{lastgood.TTL{Auto: true}}
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid ttl %q (want a duration such as 5s, or auto)", s)
+	}
+	*t = TTL{lastgood.TTL{Fixed: d}}
+	return nil
+}
+
+// ByteSize is a size in bytes, written "1MiB", "512KiB", "1MB" or "1048576".
+type ByteSize int64
+
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
+	{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000},
+	{"B", 1},
+}
+
+// ParseByteSize parses a size such as "1MiB".
+func ParseByteSize(s string) (ByteSize, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	num := s
+	for _, u := range byteUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("invalid size %q (want e.g. 1MiB, 512KiB or 1048576)", s)
+	}
+	return ByteSize(n * mult), nil
+}
+
+// String renders the size with the largest binary unit that divides it.
+func (b ByteSize) String() string {
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b != 0 && int64(b)%u.m == 0 {
+			return strconv.FormatInt(int64(b)/u.m, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(int64(b), 10) + "B"
+}
+
+// MarshalText encodes b as String does.
+func (b ByteSize) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+
+// UnmarshalText parses b as ParseByteSize does.
+func (b *ByteSize) UnmarshalText(t []byte) error {
+	v, err := ParseByteSize(string(t))
+	if err != nil {
+		return err
+	}
+	*b = v
+	return nil
+}
+
+// Defaults returns the configuration used for every key a file omits: DESIGN.md's
+// reference values, the five seed tiers, and no modules.
+func Defaults() *Config {
+	bo := tiers.DefaultBackoff()
+	c := &Config{
+		Cycle:     CycleConfig{Period: 100 * time.Millisecond, CatchUpMax: 10, History: 1000, PreciseMargin: 1500 * time.Microsecond},
+		Backoff:   BackoffConfig{Base: bo.Base, Factor: bo.Factor, Max: bo.Max, Jitter: bo.Jitter},
+		Emergency: EmergencyConfig{RecoverAfter: 3},
+		LastGood:  LastGoodConfig{DefaultTTL: 5 * time.Second},
+		HTTP:      HTTPConfig{Addr: "127.0.0.1:8080"},
+		Log:       LogConfig{Level: "info", Format: "console"},
+		StateDir:  "./cycled-state",
+		source:    "defaults",
+	}
+	c.resolve(map[string]bool{})
+	return c
+}
+
+// Source names where the configuration was loaded from: a file path, "embedded demo",
+// or "defaults".
+func (c *Config) Source() string { return c.source }
+
+// seedTier returns the seed tier named name.
+func seedTier(name string) (tiers.Tier, bool) {
+	for _, t := range tiers.SeedTiers() {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return tiers.Tier{}, false
+}
+
+// resolve fills what the file omitted, knowing which paths it gave.
+func (c *Config) resolve(present map[string]bool) {
+	has := func(p string) bool { return present[p] }
+	if !has("tiers") {
+		c.Tiers = nil
+		for _, t := range tiers.SeedTiers() {
+			c.Tiers = append(c.Tiers, TierConfig{Name: t.Name})
+		}
+	}
+	for i := range c.Tiers {
+		t := &c.Tiers[i]
+		p := fmt.Sprintf("tiers[%d]", i)
+		seed, isSeed := seedTier(t.Name)
+		if !isSeed {
+			seed = tiers.Tier{MaxAttempts: 1, Breaker: breakerDefaults()}
+		}
+		if !has(p+".budget") && isSeed {
+			t.Budget = seed.Budget
+		}
+		if !has(p + ".max_attempts") {
+			t.MaxAttempts = seed.MaxAttempts
+		}
+		if !has(p + ".policy") {
+			t.Policy = tiers.TierPolicy(tiers.Tier{}, i)
+		}
+		bp := p + ".backoff"
+		if !has(bp + ".base") {
+			t.Backoff.Base = c.Backoff.Base
+		}
+		if !has(bp + ".factor") {
+			t.Backoff.Factor = c.Backoff.Factor
+		}
+		if !has(bp + ".max") {
+			t.Backoff.Max = c.Backoff.Max
+		}
+		if !has(bp + ".jitter") {
+			t.Backoff.Jitter = c.Backoff.Jitter
+		}
+		if !has(p + ".retry_on") {
+			t.RetryOn = []fault.Kind{fault.KindTransient}
+		}
+		resolveBreaker(&t.Breaker, p+".breaker", seed.Breaker, fault.AllFaults, has)
+	}
+	for name, b := range c.Breakers {
+		resolveBreaker(&b, "breakers."+name, breakerDefaults(), fault.SetOf(fault.KindTransient, fault.KindDownstream), has)
+		c.Breakers[name] = b
+	}
+	for i := range c.Modules {
+		m := &c.Modules[i]
+		if !has(fmt.Sprintf("modules[%d].kind", i)) && m.Kind == "" {
+			m.Kind = KindBuiltin
+		}
+		if m.Builtin != nil {
+			m.Builtin.Faults.FailKind = m.Builtin.Faults.Kind()
+		}
+	}
+}
+
+// breakerDefaults are the breaker package's defaults, made explicit.
+func breakerDefaults() breaker.Settings {
+	return breaker.Settings{FailureThreshold: 5, Cooldown: 30 * time.Second, HalfOpenProbes: 1, HalfOpenSuccesses: 1}
+}
+
+// resolveBreaker fills the fields of b that the file omitted from def, and trip_on from trip.
+func resolveBreaker(b *BreakerConfig, p string, def breaker.Settings, trip fault.Set, has func(string) bool) {
+	if !has(p + ".failure_threshold") {
+		b.FailureThreshold = def.FailureThreshold
+	}
+	if !has(p + ".cooldown") {
+		b.Cooldown = def.Cooldown
+	}
+	if !has(p + ".half_open_probes") {
+		b.HalfOpenProbes = def.HalfOpenProbes
+	}
+	if !has(p + ".half_open_successes") {
+		b.HalfOpenSuccesses = def.HalfOpenSuccesses
+	}
+	if !has(p + ".trip_on") {
+		b.TripOn = trip.Kinds()
+	}
+}

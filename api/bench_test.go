@@ -1,0 +1,140 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cycled/cycled/api"
+	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/tiers"
+)
+
+// BenchmarkStartLagUnderHTTPLoad runs the scheduler at 100 Hz for b.N ticks, idle and
+// with 64 clients polling /ticks/latest and 16 SSE subscribers (one never reads), and
+// reports the tick start lag percentiles. Run it with a fixed count of ticks, e.g.
+//
+//	go test -run '^$' -bench StartLag -benchtime 500x ./api/
+func BenchmarkStartLagUnderHTTPLoad(b *testing.B) {
+	b.Run("idle", func(b *testing.B) { benchStartLag(b, false, false) })
+	b.Run("64longpollers+16sse", func(b *testing.B) { benchStartLag(b, true, true) })
+	b.Run("64tightpollers+16sse", func(b *testing.B) { benchStartLag(b, true, false) })
+}
+
+// benchStartLag measures; longPoll makes the pollers wait for the next tick
+// (?wait=&after=) instead of polling in a tight loop.
+func benchStartLag(b *testing.B, loaded, longPoll bool) {
+	var (
+		mu   sync.Mutex
+		lags []float64
+	)
+	hooks := cycle.Hooks{OnTick: func(s *faultsummary.Summary) {
+		mu.Lock()
+		lags = append(lags, s.StartLagMs)
+		mu.Unlock()
+	}}
+	cfg := testConfig()
+	cfg.Period = 10 * time.Millisecond
+	var mods []cycle.Registration
+	for i := range 8 {
+		tier := "work"
+		if i == 0 {
+			tier = "safety"
+		}
+		mods = append(mods, cycle.Registration{Spec: tiers.ModuleSpec{Name: fmt.Sprintf("m%d", i), Tier: tier},
+			Module: value(map[string]any{"i": i, "ok": true})})
+	}
+	e, err := cycle.New(cfg, mods, cycle.WithHooks(hooks))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Options{Engine: e}))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if loaded {
+		tr := &http.Transport{MaxIdleConnsPerHost: 128}
+		client := &http.Client{Transport: tr}
+		defer tr.CloseIdleConnections()
+		for range 64 {
+			wg.Go(func() {
+				var after uint64
+				for ctx.Err() == nil {
+					url := srv.URL + "/ticks/latest"
+					if longPoll {
+						url += fmt.Sprintf("?wait=1s&after=%d", after)
+					}
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+					res, err := client.Do(req)
+					if err != nil {
+						continue
+					}
+					var s struct {
+						TickID uint64 `json:"tick_id"`
+					}
+					_ = json.NewDecoder(res.Body).Decode(&s)
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					after = s.TickID
+				}
+			})
+		}
+		for range 15 {
+			wg.Go(func() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/ticks/stream", nil)
+				res, err := client.Do(req)
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			})
+		}
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		_, _ = fmt.Fprintf(conn, "GET /ticks/stream HTTP/1.1\r\nHost: cycled\r\n\r\n")
+	}
+
+	b.ResetTimer()
+	runDone := make(chan struct{})
+	runCtx, stopRun := context.WithCancel(context.Background())
+	go func() { defer close(runDone); _ = e.Run(runCtx) }()
+	for {
+		mu.Lock()
+		n := len(lags)
+		mu.Unlock()
+		if n >= b.N+1 {
+			break
+		}
+		_, _ = e.History().Wait(context.Background(), uint64(n))
+	}
+	stopRun()
+	<-runDone
+	b.StopTimer()
+	cancel()
+	srv.CloseClientConnections()
+	srv.Close()
+	wg.Wait()
+	_ = e.Close()
+	_ = e.WaitWorkers(context.Background())
+
+	mu.Lock()
+	defer mu.Unlock()
+	l := slices.Clone(lags[1:]) // the first tick starts at its grid point by construction
+	slices.Sort(l)
+	pct := func(p float64) float64 { return l[min(len(l)-1, int(p*float64(len(l))))] }
+	b.ReportMetric(pct(0.5), "p50_lag_ms")
+	b.ReportMetric(pct(0.99), "p99_lag_ms")
+	b.ReportMetric(l[len(l)-1], "max_lag_ms")
+}

@@ -104,20 +104,19 @@ type state struct {
 
 // modRT is a module's runtime: its worker, breaker and last outcome.
 type modRT struct {
-	name     string
-	spec     tiers.ModuleSpec
-	planned  tiers.PlannedModule
-	key      string
-	mod      tiers.Module
-	origin   Origin
-	br       *breaker.Breaker
-	brName   string
-	w        *worker
-	lastStat atomic.Pointer[faultsummary.Module]
-	brStamp  uint64 // guarded by Engine.tickMu
-	idx      int    // index of the module's line in the summary
-	bslot    *blackboard.Slot
-	lslot    *lastgood.Slot
+	name    string
+	spec    tiers.ModuleSpec
+	planned tiers.PlannedModule
+	key     string
+	mod     tiers.Module
+	origin  Origin
+	br      *breaker.Breaker
+	brName  string
+	w       *worker
+	idx     int // index of the module's line in the summary
+	tierPos int // index of the module in its tier
+	bslot   *blackboard.Slot
+	lslot   *lastgood.Slot
 }
 
 // Engine runs ticks. It is safe for concurrent use; ticks are serialised.
@@ -154,8 +153,11 @@ type Engine struct {
 	emView     atomic.Pointer[faultsummary.Emergency]
 	realClock  bool
 
+	brTransitions atomic.Uint64
+	circMu        sync.Mutex
+	nonClosed     map[string]breaker.State // guarded by circMu
+
 	// Scratch of the tick in progress, indexed like the summary's module lines; guarded by tickMu.
-	stamp   uint64
 	kinds   []fault.Kind
 	errs    []error
 	permits []breaker.Permit
@@ -169,10 +171,11 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 	}
 	c := cfg.withDefaults()
 	e := &Engine{
-		clock: o.clock,
-		hooks: o.hooks,
-		lg:    lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
-		hub:   faultsummary.NewHub(),
+		clock:     o.clock,
+		hooks:     o.hooks,
+		lg:        lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
+		nonClosed: make(map[string]breaker.State),
+		hub:       faultsummary.NewHub(),
 	}
 	e.realClock = clock.IsReal(o.clock)
 	ropts := []retrybudget.Option{retrybudget.WithClock(o.clock)}
@@ -363,7 +366,6 @@ func (e *Engine) applyLocked(st *state) {
 		}
 		if prev, ok := oldRT[rt.name]; ok && prev.mod == rt.mod && prev.planned.TierIndex == pm.TierIndex {
 			rt.w = prev.w
-			rt.lastStat.Store(prev.lastStat.Load())
 			delete(oldRT, rt.name)
 		}
 		st.tierMods[pm.TierIndex] = append(st.tierMods[pm.TierIndex], rt)
@@ -379,11 +381,15 @@ func (e *Engine) applyLocked(st *state) {
 	for _, snap := range e.breakers.List() {
 		if _, ok := want[snap.Name]; !ok {
 			e.breakers.Remove(snap.Name)
+			e.circMu.Lock()
+			delete(e.nonClosed, snap.Name)
+			e.circMu.Unlock()
 		}
 	}
 	n := 0
 	for _, ms := range st.tierMods {
-		for _, rt := range ms {
+		for pos, rt := range ms {
+			rt.tierPos = pos
 			rt.idx = n
 			n++
 			st.lines = append(st.lines, rt)
@@ -415,6 +421,14 @@ func (e *Engine) applyLocked(st *state) {
 }
 
 func (e *Engine) onBreaker(t breaker.Transition) {
+	e.brTransitions.Add(1)
+	e.circMu.Lock()
+	if t.To == breaker.Closed {
+		delete(e.nonClosed, t.Name)
+	} else {
+		e.nonClosed[t.Name] = t.To
+	}
+	e.circMu.Unlock()
 	tick := e.curTick.Load()
 	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventBreaker, Breaker: &faultsummary.BreakerEvent{
 		Breaker: t.Name, From: t.From.String(), To: t.To.String(), Reason: t.Reason, At: t.At, TickID: tick}})
@@ -501,7 +515,12 @@ func (e *Engine) Modules() []ModuleInfo {
 			seen[rt.name] = true
 			mi := ModuleInfo{Spec: rt.spec, TierIndex: rt.planned.TierIndex, Attempts: rt.planned.Attempts,
 				Policy: rt.planned.Policy, Origin: rt.origin, Module: rt.mod, Busy: rt.w.running.Load(),
-				Last: rt.lastStat.Load(), LastGood: e.lg.Get(rt.key, now)}
+				LastGood: e.lg.Get(rt.key, now)}
+			if s := e.history.Latest(); s != nil {
+				if m, ok := s.Module(rt.name); ok {
+					mi.Last = &m
+				}
+			}
 			if rt.br != nil {
 				mi.Breaker = rt.br.Snapshot()
 			}
@@ -572,6 +591,22 @@ func (e *Engine) WaitWorkers(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// circuits returns the names of the open and the half-open breakers, sorted.
+func (e *Engine) circuits() (open, half []string) {
+	e.circMu.Lock()
+	for n, st := range e.nonClosed {
+		if st == breaker.Open {
+			open = append(open, n)
+		} else {
+			half = append(half, n)
+		}
+	}
+	e.circMu.Unlock()
+	sort.Strings(open)
+	sort.Strings(half)
+	return open, half
 }
 
 func sortedKeys(m map[string]int) []string {

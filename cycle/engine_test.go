@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -623,6 +624,49 @@ func TestTickIDsAndHistory(t *testing.T) {
 		}
 		if m["schema"] != faultsummary.Schema {
 			t.Errorf("schema %v", m["schema"])
+		}
+	})
+}
+
+// TestFastModuleThatBlocksDoesNotHoldOthers: modules proven fast run inline on the runner
+// pool; when some of them block unexpectedly, the others still run at once.
+func TestFastModuleThatBlocksDoesNotHoldOthers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 32
+		var blockOn atomic.Uint64
+		ranAt := make([]atomic.Int64, n)
+		var regs []Registration
+		for i := 0; i < n; i++ {
+			m := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) {
+				ranAt[i].Store(int64(time.Now().UnixNano()))
+				if i%claimChunk == 0 && in.TickID() == blockOn.Load() {
+					time.Sleep(20 * time.Millisecond) // ignores its context
+				}
+				return i, nil
+			}}
+			regs = append(regs, reg(fmt.Sprintf("m%02d", i), "planning", m))
+		}
+		e := newEngine(t, Config{}, regs)
+		for i := 0; i <= fastStreak; i++ {
+			tick(t, e) // every module proves fast
+		}
+		blockOn.Store(uint64(fastStreak + 2))
+		start := time.Now()
+		s := tick(t, e)
+		for i := 0; i < n; i++ {
+			m := mod(t, s, fmt.Sprintf("m%02d", i))
+			if m.Status != faultsummary.StatusOK {
+				t.Fatalf("%s: %s", m.Name, m.Status)
+			}
+			if i%claimChunk != 0 {
+				if d := time.Duration(ranAt[i].Load() - start.UnixNano()); d > 5*time.Millisecond {
+					t.Errorf("%s ran %v after the tier started, held up by a blocked neighbour", m.Name, d)
+				}
+			}
+		}
+		// Blocking modules claimed by a stuck runner start when the stall is seen (1ms).
+		if el := tierOf(t, s, "planning").ElapsedMs; el < 20 || el > 20+2*float64(stallCheck/time.Millisecond) {
+			t.Fatalf("tier took %vms, want 20ms plus at most two stall checks", el)
 		}
 	})
 }

@@ -3,10 +3,10 @@ package cycle
 import (
 	"context"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/cycled/cycled/blackboard"
-	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/tiers"
@@ -33,6 +33,10 @@ const (
 	errOpenFail  statusError = "circuit breaker is open (on_open: fail)"
 	errUnstarted statusError = "not started before the tier deadline"
 )
+
+// statusUnstarted marks, between the runners and the engine, a module never started
+// before its tier's deadline; the summary reports it timed_out.
+const statusUnstarted faultsummary.Status = "unstarted"
 
 // Tick runs one tick now and returns its summary. It is refused with ErrNotStepMode while
 // the scheduler runs on a period.
@@ -71,6 +75,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	e.curTick.Store(id)
 	start := e.clock.Now()
 	e.board.Begin(id, start)
+	transitionsBefore := e.brTransitions.Load()
 	if e.resetReq.Swap(false) && e.em.active {
 		e.em.latched = false
 		e.em.healthy = 0
@@ -84,7 +89,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		SkippedGridPoints: e.pendingGap,
 		Finish:            faultsummary.Completed,
 		Tiers:             make([]faultsummary.Tier, len(st.cfg.Tiers)),
-		Modules:           make([]faultsummary.Module, 0, len(st.lines)),
+		Modules:           make([]faultsummary.Module, len(st.lines)),
 	}
 	e.pendingGap = 0
 	if lag := start.Sub(scheduled); lag > 0 {
@@ -128,34 +133,20 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	em := s.Emergency
 	e.emView.Store(&em)
 
-	// Circuits after this tick, each breaker once.
-	e.stamp++
-	for i := range s.Modules {
-		m := &s.Modules[i]
-		rt := st.lines[i]
-		if rt.br == nil {
-			continue
-		}
-		stt := rt.br.Peek()
-		m.CircuitState = stt.String()
-		if rt.brStamp == e.stamp {
-			continue
-		}
-		rt.brStamp = e.stamp
-		switch stt {
-		case breaker.Open:
-			s.OpenCircuits = appendOnce(s.OpenCircuits, rt.brName)
-		case breaker.HalfOpen:
-			s.HalfOpenCircuits = appendOnce(s.HalfOpenCircuits, rt.brName)
+	// Circuits after this tick. Lines carry the state seen when their module finished; a
+	// breaker that moved later in the tick (a shared one, or a probe) is read again.
+	if e.brTransitions.Load() != transitionsBefore {
+		for i := range s.Modules {
+			if br := st.lines[i].br; br != nil {
+				s.Modules[i].CircuitState = br.Peek().String()
+			}
 		}
 	}
+	s.OpenCircuits, s.HalfOpenCircuits = e.circuits()
 	s.Normalize()
 	s.OverallSeverity = s.ComputeSeverity()
 
 	e.history.Append(s)
-	for i := range s.Modules {
-		st.lines[i].lastStat.Store(&s.Modules[i])
-	}
 	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventTick, Summary: s})
 	for _, h := range e.hooks {
 		if h.OnModule != nil {
@@ -172,24 +163,15 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	return s
 }
 
-func appendOnce(xs []string, x string) []string {
-	for _, y := range xs {
-		if y == x {
-			return xs
-		}
-	}
-	return append(xs, x)
-}
-
-// line fills the summary line of a module (lines are in plan order, so its index is fixed).
-func (e *Engine) line(s *faultsummary.Summary, rt *modRT, tierName string) (*faultsummary.Module, int) {
+// initLine resets the summary line of a module (lines are in plan order, so its index is fixed).
+func (e *Engine) initLine(s *faultsummary.Summary, rt *modRT, tierName string) *faultsummary.Module {
 	i := rt.idx
-	s.Modules = s.Modules[:i+1]
-	s.Modules[i] = faultsummary.Module{Name: rt.name, Tier: tierName, TierIndex: rt.planned.TierIndex,
-		Breaker: rt.brName, Served: faultsummary.Served{Key: rt.key}}
+	ln := &s.Modules[i]
+	*ln = faultsummary.Module{Name: rt.name, Tier: tierName, TierIndex: rt.planned.TierIndex,
+		Breaker: rt.brName, CircuitState: rt.br.Peek().String(), Served: faultsummary.Served{Key: rt.key}}
 	e.kinds[i] = fault.KindNone
 	e.errs[i] = nil
-	return &s.Modules[i], i
+	return ln
 }
 
 func (e *Engine) skipTier(st *state, ti int, s *faultsummary.Summary, tickStart time.Time, reason string) {
@@ -197,7 +179,7 @@ func (e *Engine) skipTier(st *state, ti int, s *faultsummary.Summary, tickStart 
 	s.Tiers[ti].Reason = reason
 	name := st.cfg.Tiers[ti].Name
 	for _, rt := range st.tierMods[ti] {
-		ln, _ := e.line(s, rt, name)
+		ln := e.initLine(s, rt, name)
 		ln.Status = faultsummary.StatusSkipped
 		// An emergency-only module outside emergency mode is not a degradation.
 		e.serveFallback(s, ln, rt, ti, tickStart, !(rt.spec.Emergency && !e.em.active), false)
@@ -253,175 +235,99 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	tStart := e.clock.Now()
 	deadline := tStart.Add(tier.Budget)
 	tctx, cancel := e.clock.WithDeadline(ctx, deadline)
-	tr := &tierRun{tick: id, ctx: tctx, deadline: deadline, backoff: tier.Backoff, retry: tier.Retryable,
-		done: make(chan struct{}), tier: ti}
-	tr.pending.Store(1) // held until every module is dispatched
-	base := len(s.Modules)
-	inline := make([]*worker, 0, len(mods))
+	tr := &tierRun{e: e, tick: id, ctx: tctx, deadline: deadline, backoff: tier.Backoff, retry: tier.Retryable,
+		done: make(chan struct{}), tier: ti, tierName: tier.Name, mods: mods, s: s, emergency: e.em.active,
+		exc: make([]int32, len(mods))}
+	tr.pending.Store(int32(len(mods)) + 1) // +1 held by the engine until the runners are woken
 
-	// Admission and dispatch.
-	for _, rt := range mods {
-		ln, i := e.line(s, rt, tier.Name)
-		switch {
-		case rt.spec.Emergency && !e.em.active:
-			ln.Status = faultsummary.StatusSkipped
-		case id%uint64(rt.spec.EveryN()) != 0:
-			ln.Status = faultsummary.StatusNotDue
-		case rt.w.running.Load():
-			ln.Status = faultsummary.StatusBusy
-			if p := rt.br.Acquire(); p.Allowed() {
-				rt.br.Failure(p, fault.KindTransient)
-			}
-			e.kinds[i], e.errs[i] = fault.KindTransient, errBusy
-		default:
-			p := rt.br.Acquire()
-			if !p.Allowed() {
-				ln.Status = faultsummary.StatusOpen
-				if rt.spec.OnOpen == tiers.Fail {
-					e.kinds[i], e.errs[i] = fault.KindControl, errOpenFail
-				}
-				continue
-			}
-			e.permits[i] = p
-			rt.w.permit = p
-			rt.w.phase.Store(phaseRunning)
-			tr.pending.Add(1)
-			rt.w.running.Store(true)
-			rt.w.unstarted = false
-			ln.Status = "" // running
-			if rt.w.isFast() {
-				rt.w.retire()
-				inline = append(inline, rt.w)
-			} else {
-				rt.w.dispatch(tr)
-			}
-		}
-	}
-	tr.inline = inline
-	if len(inline) > 0 {
-		e.pool.wake(tr, min(len(inline), runtime.GOMAXPROCS(0)))
+	// The runners admit, run and commit the modules; the engine handles what they leave
+	// as exceptions (failures, fallbacks, retries) once the tier is over.
+	if len(mods) > 0 {
+		e.pool.wake(tr, min(len(mods), runtime.GOMAXPROCS(0)), false)
 	}
 	tr.finish(1)
-
-	// Wait for every admitted module or the deadline, whichever is first.
 	timedOut := !e.wait(st, tr, deadline)
-	for _, w := range inline[tr.closeClaims():] {
-		// Never claimed before the deadline: it did not run at all.
-		w.unstarted = true
-		w.phase.Store(phaseIdle)
-		w.running.Store(false)
+	var late []int32
+	if timedOut {
+		late = tr.settleAtDeadline()
 	}
 	cancel()
 	tEnd := e.clock.Now()
+	if tr.budgetExhausted.Load() {
+		ts.BudgetExhausted = true
+	}
 
-	// Outcomes, once per module.
-	for i := base; i < len(s.Modules); i++ {
+	exc := append(tr.exc[:tr.excN.Load()], late...)
+	slices.Sort(exc)
+	for _, j := range exc {
+		rt := mods[j]
+		i := rt.idx
 		ln := &s.Modules[i]
-		rt := st.lines[i]
 		var failedNow bool
 		switch ln.Status {
 		case faultsummary.StatusSkipped, faultsummary.StatusNotDue:
 			e.serveFallback(s, ln, rt, ti, tickStart, false, false)
 			continue
+		case faultsummary.StatusRetried:
+			if s.RetryCounts == nil {
+				s.RetryCounts = make(map[string]int)
+			}
+			s.RetryCounts[rt.name] = ln.Attempts - 1
+			continue
 		case faultsummary.StatusBusy:
 			failedNow = true
-			ln.FaultKind = fault.KindTransient.String()
-			ln.Error = errBusy.Error()
+			if p := rt.br.Acquire(); p.Allowed() {
+				rt.br.Failure(p, fault.KindTransient)
+			}
 			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
 		case faultsummary.StatusOpen:
 			failedNow = rt.spec.OnOpen == tiers.Fail || ti == 0
-			if e.errs[i] != nil {
-				ln.Error = e.errs[i].Error()
+			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
+		case statusUnstarted:
+			// The runners were all stuck: the module was never started before the deadline.
+			ln.Status = faultsummary.StatusTimedOut
+			rt.br.Release(rt.w.permit)
+			failedNow = rt.planned.Policy != tiers.Abort
+			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
+		case faultsummary.StatusTimedOut:
+			// Abandoned: the module ignored its context. Its late result is discarded.
+			ln.LatencyMs = blackboard.Millis(tEnd.Sub(tStart))
+			rt.br.Failure(rt.w.permit, fault.KindTransient)
+			failedNow = rt.planned.Policy != tiers.Abort
+			if rt.planned.Policy == tiers.Abort {
+				out.abort, out.abortBy = true, rt.name
 			}
 			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
-		default: // admitted
-			p := e.permits[i]
-			probe := p.Kind() == breaker.Probe
-			w := rt.w
-			if w.unstarted {
-				// The runners were all stuck: the module was admitted but never started.
-				ln.Status = faultsummary.StatusTimedOut
-				ln.LatencyMs = 0
-				ln.FaultKind = fault.KindTransient.String()
-				ln.Error = errUnstarted.Error()
-				e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
-				rt.br.Release(p)
-				failedNow = rt.planned.Policy != tiers.Abort
-				e.serveFallback(s, ln, rt, ti, tickStart, true, true)
-				break
-			}
-			if !w.settle() {
-				// Abandoned: the module ignored its context. Its late result is discarded.
-				ln.Status = faultsummary.StatusTimedOut
-				ln.Attempts = int(w.attempts.Load())
-				ln.LatencyMs = blackboard.Millis(tEnd.Sub(tStart))
-				ln.FaultKind = fault.KindTransient.String()
-				ln.Error = errAbandoned.Error()
-				e.kinds[i], e.errs[i] = fault.KindTransient, errAbandoned
-				rt.br.Failure(p, fault.KindTransient)
-				failedNow = rt.planned.Policy != tiers.Abort
-				if rt.planned.Policy == tiers.Abort {
-					out.abort, out.abortBy = true, rt.name
+			for _, h := range e.hooks {
+				if h.OnAbandon != nil {
+					h.OnAbandon(rt.name, id)
 				}
-				e.serveFallback(s, ln, rt, ti, tickStart, true, true)
-				for _, h := range e.hooks {
-					if h.OnAbandon != nil {
-						h.OnAbandon(rt.name, id)
-					}
-				}
-				break
 			}
-			r := &w.res
-			ln.Attempts = r.res.Attempts
-			ln.LatencyMs = blackboard.Millis(r.end.Sub(r.start))
-			if r.res.Attempts > 1 {
-				if s.RetryCounts == nil {
-					s.RetryCounts = make(map[string]int)
-				}
-				s.RetryCounts[rt.name] = r.res.Attempts - 1
+		default: // ran and did not succeed: failed, probe_failed, or ok with a control kind
+			kind, p := e.kinds[i], rt.w.permit
+			if s.RetryCounts == nil && ln.Attempts > 1 {
+				s.RetryCounts = make(map[string]int)
 			}
-			if r.res.BudgetExhausted {
-				ts.BudgetExhausted = true
+			if ln.Attempts > 1 {
+				s.RetryCounts[rt.name] = ln.Attempts - 1
 			}
-			kind := r.res.Kind
-			e.kinds[i], e.errs[i] = kind, r.res.Err
 			switch {
-			case r.res.Err == nil:
-				ln.Status = faultsummary.StatusOK
-				if probe {
-					ln.Status = faultsummary.StatusProbeOK
-				} else if r.res.Attempts > 1 {
-					ln.Status = faultsummary.StatusRetried
-				}
-				// The worker committed it (breaker, last-known-good, blackboard).
-				ln.Served = faultsummary.Served{Key: rt.key, Source: blackboard.Live, DerivedFromStale: r.readStale,
-					Value: r.value, Written: r.end, WrittenTick: id, Seq: r.seq}
 			case kind == fault.KindControl:
-				// Nothing to do this tick: not a fault.
-				ln.Status = faultsummary.StatusOK
-				ln.FaultKind = kind.String()
 				rt.br.Release(p)
 				e.serveFallback(s, ln, rt, ti, tickStart, false, false)
+				continue
+			case rt.planned.Policy == tiers.Abort:
+				rt.br.Release(p)
+				out.abort, out.abortBy = true, rt.name
+			case kind == fault.KindCanceled:
+				rt.br.Release(p)
 			default:
-				ln.Status = faultsummary.StatusFailed
-				if probe {
-					ln.Status = faultsummary.StatusProbeFailed
-				}
-				ln.FaultKind = kind.String()
-				ln.Error = r.res.Err.Error()
-				switch {
-				case rt.planned.Policy == tiers.Abort:
-					rt.br.Release(p)
-					out.abort, out.abortBy = true, rt.name
-				case kind == fault.KindCanceled:
-					rt.br.Release(p)
-				default:
-					rt.br.Failure(p, kind)
-					failedNow = true
-				}
-				e.serveFallback(s, ln, rt, ti, tickStart, true, true)
+				rt.br.Failure(p, kind)
+				failedNow = true
 			}
+			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
 		}
+		ln.CircuitState = rt.br.Peek().String()
 		if failedNow {
 			if ln.FaultKind == "" && e.kinds[i] != fault.KindNone {
 				ln.FaultKind = e.kinds[i].String()
@@ -453,8 +359,8 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	if out.failed {
 		ts.Status = faultsummary.TierFailed
 	} else {
-		for i := base; i < len(s.Modules); i++ {
-			switch s.Modules[i].Status {
+		for _, j := range exc {
+			switch s.Modules[mods[j].idx].Status {
 			case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK, faultsummary.StatusNotDue, faultsummary.StatusSkipped:
 			default:
 				ts.Status = faultsummary.TierDegraded
@@ -465,7 +371,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 }
 
 // wait blocks until every admitted module of tr has finished (true) or the deadline
-// passes (false). While fast modules are still unclaimed it checks every stallCheck that
+// passes (false). While modules are still waiting for admission it checks every stallCheck that
 // the tier makes progress, and wakes more runners when it does not (a fast module blocked).
 func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 	precise := st.cfg.Timing == Precise && e.realClock
@@ -475,8 +381,7 @@ func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 		if precise {
 			d -= st.cfg.PreciseMargin
 		}
-		unclaimed := int64(len(tr.inline)) - tr.next.Load()
-		stall := unclaimed > 0 && d > stallCheck
+		stall := tr.admitted.Load() < int64(len(tr.mods)) && d > stallCheck
 		if stall {
 			d = stallCheck
 		}
@@ -501,9 +406,9 @@ func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 		}
 		if stall {
 			if p := tr.progress.Load(); p == lastProgress {
-				if u := int64(len(tr.inline)) - tr.next.Load(); u > 0 {
-					e.pool.wake(tr, int(min(u, 64)))
-				}
+				// Runners are stuck in modules that block: more runners take over what is
+				// not claimed yet, and what stuck runners claimed but did not start.
+				e.pool.wake(tr, runtime.GOMAXPROCS(0), true)
 			} else {
 				lastProgress = p
 			}

@@ -12,74 +12,76 @@ import (
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/lastgood"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
 )
 
-// How modules are executed.
+// How a tier runs.
 //
-// A module that has proved fast (its last fastStreak runs each took less than fastLatency)
-// runs inline on a small pool of runner goroutines that drain the tier's list of fast
-// modules; this costs an atomic increment per module instead of a goroutine start or a
-// channel hand-off. Every other module (new, slow, blocking, or one that was abandoned)
-// runs on its own dedicated goroutine, so that blocking modules still run fully
-// concurrently. Should a fast module block unexpectedly, the engine sees the tier make no
-// progress for stallCheck and wakes more runners for the modules not yet claimed.
+// A small pool of runner goroutines (about one per core) claims the tier's modules in
+// chunks. For each module a runner decides admission (emergency-only, not due, busy,
+// breaker), and then either runs it inline, when the module has proved fast (its last
+// fastStreak runs each took less than fastLatency), or hands it to the module's dedicated
+// goroutine (new, slow or blocking modules), so that blocking modules still run fully
+// concurrently. The goroutine that ran a module commits a success itself (breaker,
+// last-known-good, blackboard, summary line); everything else is left to the engine as an
+// exception, handled serially once the tier is over. Should a fast module block
+// unexpectedly, the engine sees the tier make no progress for stallCheck and wakes more
+// runners for the modules not yet claimed.
+//
+// Ownership of a module's run is decided by compare-and-swap on its phase word (tick id and
+// state), so that at the deadline the engine and a late module never both report it.
 const (
 	fastLatency = 50 * time.Microsecond
 	fastStreak  = 3
 	stallCheck  = time.Millisecond
+	claimChunk  = 8
 )
+
+// The states of a phase word; the upper bits hold the tick id.
+const (
+	phAdmitting  = iota + 1 // a runner is deciding admission (no module code runs)
+	phRunning               // the module runs; the engine may abandon it
+	phCommitting            // the module returned in time; its result is being written
+	phDone                  // finished and reported (or not admitted)
+	phAbandoned             // the engine gave up on it at the deadline
+	phUnstarted             // the engine found it never started before the deadline
+)
+
+func phase(tick uint64, state uint64) uint64 { return tick<<3 | state }
 
 // tierRun is one tier of one tick in flight.
 type tierRun struct {
-	tick     uint64
-	ctx      context.Context
-	deadline time.Time
-	backoff  retrybudget.Backoff
-	retry    fault.Set
+	e         *Engine
+	tick      uint64
+	ctx       context.Context
+	deadline  time.Time
+	backoff   retrybudget.Backoff
+	retry     fault.Set
+	tier      int
+	tierName  string
+	mods      []*modRT
+	s         *faultsummary.Summary
+	emergency bool
+	done      chan struct{}
 
-	inline []*worker // fast modules, claimed by runners through next
-	done   chan struct{}
-	tier   int
+	closed          atomic.Bool // set by the engine at the deadline: runners stop claiming
+	budgetExhausted atomic.Bool
+	exc             []int32 // indexes in mods left to the engine
+	excN            atomic.Int32
 
 	// The counters live on their own cache lines: runners on different cores hit them.
 	_        [64]byte
-	next     atomic.Int64 // index of the next inline module to claim
+	next     atomic.Int64 // index of the next module to claim
 	_        [56]byte
-	pending  atomic.Int32 // admitted modules not yet finished (+1 while dispatching)
+	pending  atomic.Int32 // modules not yet finished (+1 while the engine wakes runners)
 	progress atomic.Int64 // modules finished
 	_        [48]byte
+	admitted atomic.Int64 // modules whose admission is decided
+	_        [56]byte
 }
-
-// The phases of a run. The engine sets phaseRunning at dispatch. When the module returns,
-// its goroutine moves running → committing, commits the result (breaker, last-known-good,
-// blackboard) and moves to done; at the tier's end the engine moves running → abandoned,
-// after which a late result is discarded whole. Whoever wins the compare-and-swap owns
-// the result, so a result is never half committed.
-const (
-	phaseIdle uint32 = iota
-	phaseRunning
-	phaseCommitting
-	phaseDone
-	phaseAbandoned
-)
-
-// settle decides the outcome of the current run at the tier's end: true if the module
-// finished and committed in time, false if it is abandoned.
-func (w *worker) settle() bool {
-	if w.phase.CompareAndSwap(phaseRunning, phaseAbandoned) {
-		return false
-	}
-	for w.phase.Load() == phaseCommitting {
-		runtime.Gosched()
-	}
-	return w.phase.Load() == phaseDone
-}
-
-// claimChunk is how many inline modules a runner claims at once.
-const claimChunk = 8
 
 // finish reports n finished modules.
 func (tr *tierRun) finish(n int) {
@@ -92,55 +94,96 @@ func (tr *tierRun) finish(n int) {
 	}
 }
 
-// claim returns the next chunk of unclaimed inline modules, or nil.
-func (tr *tierRun) claim() []*worker {
-	n := int64(len(tr.inline))
-	i := tr.next.Add(claimChunk) - claimChunk
-	if i >= n {
-		return nil
+// exception leaves module j to the engine.
+func (tr *tierRun) exception(j int) { tr.exc[tr.excN.Add(1)-1] = int32(j) }
+
+// claim returns the next chunk [i, k) of modules to process, or ok=false.
+func (tr *tierRun) claim() (i, k int, ok bool) {
+	n := int64(len(tr.mods))
+	a := tr.next.Add(claimChunk) - claimChunk
+	if a >= n || tr.closed.Load() {
+		return 0, 0, false
 	}
-	return tr.inline[i:min(i+claimChunk, n)]
+	return int(a), int(min(a+claimChunk, n)), true
 }
 
-// closeClaims stops further claims and returns the index of the first never-claimed module.
-func (tr *tierRun) closeClaims() int {
-	n := tr.next.Swap(math.MaxInt32)
-	return int(min(n, int64(len(tr.inline))))
+// settleAtDeadline closes the tier: no module starts any more, every module still running
+// is abandoned, every module never started is reported so. It returns those modules.
+func (tr *tierRun) settleAtDeadline() []int32 {
+	tr.closed.Store(true)
+	tr.next.Store(math.MaxInt32)
+	var late []int32
+	for j, rt := range tr.mods {
+		w := rt.w
+		for {
+			v := w.phase.Load()
+			if v>>3 != tr.tick {
+				if w.phase.CompareAndSwap(v, phase(tr.tick, phUnstarted)) {
+					ln := tr.e.initLine(tr.s, rt, tr.tierName)
+					ln.Status = statusUnstarted
+					ln.FaultKind = fault.KindTransient.String()
+					ln.Error = errUnstarted.Error()
+					tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errUnstarted
+					w.permit = breaker.Permit{}
+					late = append(late, int32(j))
+					break
+				}
+				continue
+			}
+			switch v & 7 {
+			case phAdmitting, phCommitting:
+				runtime.Gosched() // no module code runs in these states: it is brief
+				continue
+			case phRunning:
+				if !w.phase.CompareAndSwap(v, phase(tr.tick, phAbandoned)) {
+					continue
+				}
+				ln := &tr.s.Modules[rt.idx]
+				ln.Status = faultsummary.StatusTimedOut
+				ln.Attempts = int(w.attempts.Load())
+				ln.FaultKind = fault.KindTransient.String()
+				ln.Error = errAbandoned.Error()
+				tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errAbandoned
+				tr.budgetExhausted.Store(true)
+				late = append(late, int32(j))
+			}
+			break
+		}
+	}
+	return late
 }
 
-// result is what an execution leaves for the engine; written before doneTick is stored and
-// read by the engine only after it loaded doneTick == its tick.
+// result is what a run leaves behind, owned by whoever runs the module.
 type result struct {
 	res       retrybudget.Result
 	value     any
 	start     time.Time
 	end       time.Time
 	readStale bool
-	seq       uint64 // last-known-good sequence number of a committed value
 }
 
-// worker is a module's execution state. At most one run is outstanding per module: the
-// engine sets running at dispatch and the execution clears it when the module returns.
+// worker is a module's execution state. At most one run is outstanding per module: running
+// is set at admission and cleared when the module returns.
 type worker struct {
 	e        *Engine
-	phase    atomic.Uint32 // phaseIdle … phaseAbandoned: who owns the result of the current run
+	phase    atomic.Uint64 // see the ph* states
 	running  atomic.Bool
-	doneTick atomic.Uint64
 	attempts atomic.Int32 // the attempt in progress, for reporting an abandoned run
 	fast     atomic.Int32 // consecutive fast runs; ≥ fastStreak: run inline
 	mod      atomic.Pointer[modRT]
 
-	// Owned by whoever executes the module (one at a time, see running).
-	permit    breaker.Permit // set by the engine before dispatch
+	// Owned by whoever runs the module (one at a time, see running).
+	permit    breaker.Permit
 	res       result
 	in        *tiers.Input
 	m         tiers.Module
 	attemptFn func(ctx context.Context, n int) error
 
-	// The dedicated goroutine, started on first need; guarded by Engine.tickMu.
-	ch        chan *tierRun
-	stopped   bool
-	unstarted bool // admitted this tick but never claimed before the deadline
+	// The dedicated goroutine, started on first need; guarded by its users' ordering
+	// (admission of a module is serialised by its phase).
+	chMu    sync.Mutex
+	ch      chan *tierRun
+	stopped bool
 }
 
 func (e *Engine) newWorker(rt *modRT) *worker {
@@ -156,48 +199,115 @@ func (w *worker) setModule(rt *modRT) { w.mod.Store(rt) }
 // isFast reports whether the module may run inline on the runner pool.
 func (w *worker) isFast() bool { return w.fast.Load() >= fastStreak }
 
-// dispatch hands the module to its dedicated goroutine, starting it if needed. Called
-// with tickMu held, after running was set.
-func (w *worker) dispatch(tr *tierRun) {
+// dispatch hands the run to the module's dedicated goroutine, starting it if needed. It
+// reports false if the worker was stopped.
+func (w *worker) dispatch(tr *tierRun) bool {
+	w.chMu.Lock()
+	defer w.chMu.Unlock()
 	if w.stopped {
-		return
+		return false
 	}
 	if w.ch == nil {
 		w.ch = make(chan *tierRun, 1)
 		w.e.workersWG.Add(1)
-		go w.loop()
+		go w.loop(w.ch)
 	}
 	w.ch <- tr
+	return true
 }
 
-// retire ends the dedicated goroutine of a module that now runs inline. Called with tickMu
-// held while the module is idle.
+// retire ends the dedicated goroutine of a module that now runs inline.
 func (w *worker) retire() {
+	w.chMu.Lock()
 	if w.ch != nil {
 		close(w.ch)
 		w.ch = nil
 	}
+	w.chMu.Unlock()
 }
 
-// stop ends the dedicated goroutine (after its current run, if any). Called with tickMu held.
+// stop ends the dedicated goroutine (after its current run, if any).
 func (w *worker) stop() {
+	w.chMu.Lock()
 	if !w.stopped && w.ch != nil {
 		close(w.ch)
+		w.ch = nil
 	}
 	w.stopped = true
+	w.chMu.Unlock()
 }
 
-func (w *worker) loop() {
+func (w *worker) loop(ch chan *tierRun) {
 	defer w.e.workersWG.Done()
-	for tr := range w.ch {
+	for tr := range ch {
 		w.execute(tr, time.Time{})
 		tr.finish(1)
 	}
 }
 
-// execute runs the module once under the tier's retry budget and reports to tr. start is
-// the time the run starts if the caller knows it (zero: read the clock). It returns the
-// time the run ended.
+// What process did with a module.
+const (
+	notMine    = iota // another runner (or the engine, at the deadline) has it
+	finished          // admitted and run inline, or not admitted
+	dispatched        // handed to its dedicated goroutine, which reports it
+)
+
+// process admits module j of tr and runs it inline or dispatches it. It returns the time
+// the work ended (for the next module's start) and what it did.
+func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
+	rt := tr.mods[j]
+	w := rt.w
+	old := w.phase.Load()
+	if old>>3 == tr.tick || !w.phase.CompareAndSwap(old, phase(tr.tick, phAdmitting)) {
+		return t, notMine
+	}
+	e := tr.e
+	ln := e.initLine(tr.s, rt, tr.tierName)
+	i := rt.idx
+	switch {
+	case rt.spec.Emergency && !tr.emergency:
+		ln.Status = faultsummary.StatusSkipped
+	case tr.tick%uint64(rt.spec.EveryN()) != 0:
+		ln.Status = faultsummary.StatusNotDue
+	case w.running.Load():
+		ln.Status = faultsummary.StatusBusy
+		ln.FaultKind = fault.KindTransient.String()
+		ln.Error = errBusy.Error()
+		e.kinds[i], e.errs[i] = fault.KindTransient, errBusy
+	default:
+		p := rt.br.Acquire()
+		if !p.Allowed() {
+			ln.Status = faultsummary.StatusOpen
+			if rt.spec.OnOpen == tiers.Fail {
+				ln.Error = errOpenFail.Error()
+				e.kinds[i], e.errs[i] = fault.KindControl, errOpenFail
+			}
+			break
+		}
+		w.permit = p
+		w.running.Store(true)
+		w.phase.Store(phase(tr.tick, phRunning))
+		if w.isFast() {
+			w.retire()
+			return w.execute(tr, t), finished
+		}
+		if !w.dispatch(tr) {
+			w.running.Store(false)
+			rt.br.Release(p)
+			ln.Status = faultsummary.StatusSkipped
+			break
+		}
+		return t, dispatched
+	}
+	w.phase.Store(phase(tr.tick, phDone))
+	tr.exception(j)
+	return t, finished
+}
+
+// execute runs the module once under the tier's retry budget. If the run is still owned
+// (not abandoned), it commits a success and fills the module's summary line, leaving
+// anything but a plain success to the engine. start is the time the run starts if the
+// caller knows it (zero: read the clock); it returns the time the run ended.
 func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	rt := w.mod.Load()
 	if w.in == nil || w.m != rt.mod || w.in.Module() != rt.name {
@@ -208,40 +318,75 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 		start = w.e.clock.Now()
 	}
 	w.in.Begin(tr.tick, tr.deadline)
-	w.res.value = nil
-	w.res.start = start
+	r := &w.res
+	r.value = nil
+	r.start = start
 	b := retrybudget.Budget{MaxAttempts: rt.planned.Attempts, Backoff: tr.backoff, Retryable: tr.retry}
-	w.res.res = w.e.runner.RunFrom(tr.ctx, start, b, w.attemptFn)
+	r.res = w.e.runner.RunFrom(tr.ctx, start, b, w.attemptFn)
 	end := w.e.clock.Now()
-	w.res.end = end
-	w.res.readStale = w.in.ReadStale()
-	if end.Sub(start) < fastLatency && w.res.res.Attempts <= 1 {
+	r.end = end
+	r.readStale = w.in.ReadStale()
+	if end.Sub(start) < fastLatency && r.res.Attempts <= 1 {
 		if w.fast.Load() < fastStreak {
 			w.fast.Add(1)
 		}
 	} else {
 		w.fast.Store(0)
 	}
-	if w.phase.CompareAndSwap(phaseRunning, phaseCommitting) {
-		if w.res.res.Err == nil {
-			w.commit(tr, rt)
-		}
-		w.doneTick.Store(tr.tick)
-		w.phase.Store(phaseDone)
+	if w.phase.CompareAndSwap(phase(tr.tick, phRunning), phase(tr.tick, phCommitting)) {
+		w.report(tr, rt)
+		w.phase.Store(phase(tr.tick, phDone))
 	}
 	w.running.Store(false)
 	return end
 }
 
-// commit records a success: breaker, last-known-good and blackboard.
-func (w *worker) commit(tr *tierRun, rt *modRT) {
+// report commits and fills the summary line of a run that returned in time.
+func (w *worker) report(tr *tierRun, rt *modRT) {
 	r := &w.res
+	e := w.e
+	i := rt.idx
+	ln := &tr.s.Modules[i]
+	ln.Attempts = r.res.Attempts
+	ln.LatencyMs = blackboard.Millis(r.end.Sub(r.start))
+	if r.res.BudgetExhausted {
+		tr.budgetExhausted.Store(true)
+	}
+	probe := w.permit.Kind() == breaker.Probe
+	kind := r.res.Kind
+	e.kinds[i], e.errs[i] = kind, r.res.Err
+	if r.res.Err != nil {
+		ln.Status = faultsummary.StatusFailed
+		if kind == fault.KindControl {
+			ln.Status = faultsummary.StatusOK
+		} else if probe {
+			ln.Status = faultsummary.StatusProbeFailed
+		}
+		ln.FaultKind = kind.String()
+		ln.Error = r.res.Err.Error()
+		tr.exception(tr.indexOf(rt))
+		return
+	}
 	rt.br.Success(w.permit)
 	lge := rt.lslot.Put(lastgood.Entry{Value: r.value, Module: rt.name, TickID: tr.tick, Written: r.end})
-	r.seq = lge.Seq
-	w.e.board.Set(rt.bslot, tr.tier, blackboard.Entry{Value: r.value, Module: rt.name, TickID: tr.tick, Seq: lge.Seq,
+	e.board.Set(rt.bslot, tr.tier, blackboard.Entry{Value: r.value, Module: rt.name, TickID: tr.tick, Seq: lge.Seq,
 		Written: r.end, Source: blackboard.Live, DerivedFromStale: r.readStale})
+	ln.Served = faultsummary.Served{Key: rt.key, Source: blackboard.Live, DerivedFromStale: r.readStale,
+		Value: r.value, Written: r.end, WrittenTick: tr.tick, Seq: lge.Seq}
+	ln.CircuitState = rt.br.Peek().String()
+	switch {
+	case probe:
+		ln.Status = faultsummary.StatusProbeOK
+	case r.res.Attempts > 1:
+		ln.Status = faultsummary.StatusRetried
+		tr.exception(tr.indexOf(rt))
+	default:
+		ln.Status = faultsummary.StatusOK
+	}
 }
+
+// indexOf returns rt's index in the tier.
+func (tr *tierRun) indexOf(rt *modRT) int { return rt.tierPos }
 
 // attempt runs the module once, recovering a panic as an internal fault.
 func (w *worker) attempt(ctx context.Context, n int) (err error) {
@@ -259,7 +404,7 @@ func (w *worker) attempt(ctx context.Context, n int) (err error) {
 	return err
 }
 
-// pool is the set of runner goroutines that execute fast modules inline.
+// pool is the set of runner goroutines.
 type pool struct {
 	e       *Engine
 	mu      sync.Mutex
@@ -269,11 +414,19 @@ type pool struct {
 }
 
 type runner struct {
-	ch chan *tierRun
+	ch chan runJob
+}
+
+// runJob asks a runner to drain tr. With sweep set (a runner woken because the tier
+// stalled) it also takes over, once nothing is left to claim, the modules that other
+// runners claimed but have not started because they are stuck in a blocking module.
+type runJob struct {
+	tr    *tierRun
+	sweep bool
 }
 
 // wake hands tr to n runners, reusing idle ones and starting new ones as needed.
-func (p *pool) wake(tr *tierRun, n int) {
+func (p *pool) wake(tr *tierRun, n int, sweep bool) {
 	for ; n > 0; n-- {
 		p.mu.Lock()
 		if p.closed {
@@ -287,26 +440,51 @@ func (p *pool) wake(tr *tierRun, n int) {
 		}
 		p.mu.Unlock()
 		if r == nil {
-			r = &runner{ch: make(chan *tierRun, 1)}
+			r = &runner{ch: make(chan runJob, 1)}
 			p.e.workersWG.Add(1)
 			go p.loop(r)
 		}
-		r.ch <- tr
+		r.ch <- runJob{tr: tr, sweep: sweep}
 	}
 }
 
 func (p *pool) loop(r *runner) {
 	defer p.e.workersWG.Done()
-	for tr := range r.ch {
+	for job := range r.ch {
+		tr := job.tr
 		var t time.Time
 		n := 0
-		for ws := tr.claim(); ws != nil; ws = tr.claim() {
-			for _, w := range ws {
-				t = w.execute(tr, t)
+		for i, k, ok := tr.claim(); ok; i, k, ok = tr.claim() {
+			a := 0
+			for j := i; j < k; j++ {
+				var did int
+				t, did = tr.process(j, t)
+				if did == finished {
+					n++
+				}
+				if did != notMine {
+					a++
+				}
 			}
-			if n += len(ws); n >= 64 {
+			tr.admitted.Add(int64(a))
+			if n >= 64 {
 				tr.finish(n)
 				n = 0
+			}
+		}
+		if job.sweep {
+			for j := range tr.mods {
+				if tr.closed.Load() {
+					break
+				}
+				var did int
+				t, did = tr.process(j, t)
+				if did == finished {
+					n++
+				}
+				if did != notMine {
+					tr.admitted.Add(1)
+				}
 			}
 		}
 		tr.finish(n)

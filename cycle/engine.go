@@ -364,7 +364,8 @@ func (e *Engine) applyLocked(st *state) {
 			s.Name = pm.Spec.Name
 			want[pm.Spec.Name] = s
 		}
-		if prev, ok := oldRT[rt.name]; ok && prev.mod == rt.mod && prev.planned.TierIndex == pm.TierIndex {
+		if prev, ok := oldRT[rt.name]; ok && prev.mod == rt.mod {
+			// Same implementation: keep its worker, so a run still outstanding keeps it busy.
 			rt.w = prev.w
 			delete(oldRT, rt.name)
 		}
@@ -508,6 +509,7 @@ type ModuleInfo struct {
 func (e *Engine) Modules() []ModuleInfo {
 	st := e.activeView.Load()
 	now := e.clock.Now()
+	latest := e.history.Latest()
 	var out []ModuleInfo
 	seen := map[string]bool{}
 	for _, ms := range st.tierMods {
@@ -516,8 +518,11 @@ func (e *Engine) Modules() []ModuleInfo {
 			mi := ModuleInfo{Spec: rt.spec, TierIndex: rt.planned.TierIndex, Attempts: rt.planned.Attempts,
 				Policy: rt.planned.Policy, Origin: rt.origin, Module: rt.mod, Busy: rt.w.running.Load(),
 				LastGood: e.lg.Get(rt.key, now)}
-			if s := e.history.Latest(); s != nil {
-				if m, ok := s.Module(rt.name); ok {
+			if s := latest; s != nil {
+				if rt.idx < len(s.Modules) && s.Modules[rt.idx].Name == rt.name {
+					m := s.Modules[rt.idx]
+					mi.Last = &m
+				} else if m, ok := s.Module(rt.name); ok {
 					mi.Last = &m
 				}
 			}

@@ -310,7 +310,7 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 // caller knows it (zero: read the clock); it returns the time the run ended.
 func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	rt := w.mod.Load()
-	if w.in == nil || w.m != rt.mod || w.in.Module() != rt.name {
+	if w.in == nil || w.m != rt.mod || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
 		w.in = tiers.NewInput(w.e.board, rt.spec, rt.planned.TierIndex)
 		w.m = rt.mod
 	}
@@ -511,4 +511,16 @@ func (p *pool) close() {
 
 func newPool(e *Engine) *pool {
 	return &pool{e: e, maxIdle: 2 * runtime.GOMAXPROCS(0)}
+}
+
+func sameKeys(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

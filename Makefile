@@ -1,16 +1,24 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test bench lint run build docker soak bench-compare fmt
+.PHONY: test bench bench-tick lint run build docker soak bench-compare fmt
 
 ## test: vet and run every test with the race detector (what CI runs).
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-## bench: run the Go benchmarks of every package (allocations reported).
+REPS ?= 5
+
+## bench: run the Go benchmarks of every package (allocations reported), then the
+## engine-versus-baseline comparison: REPS interleaved runs, medians and per-run ratios.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=$${COUNT:-1} -timeout 30m $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m $(PKGS)
+	$(MAKE) --no-print-directory bench-tick
+
+## bench-tick: the tick engine against the goroutine-per-module baseline (BENCHMARKS.md table).
+bench-tick:
+	@for i in $$(seq $(REPS)); do $(GO) test -run '^$$' -bench 'BenchmarkTick$$|BenchmarkBaseline' -benchmem -count=1 ./cycle; done | $(GO) run ./internal/benchratio
 
 ## lint: gofmt check and go vet.
 lint:

@@ -364,7 +364,7 @@ func (e *Engine) applyLocked(st *state) {
 			s.Name = pm.Spec.Name
 			want[pm.Spec.Name] = s
 		}
-		if prev, ok := oldRT[rt.name]; ok && prev.mod == rt.mod {
+		if prev, ok := oldRT[rt.name]; ok && sameModule(prev.mod, rt.mod) {
 			// Same implementation: keep its worker, so a run still outstanding keeps it busy.
 			rt.w = prev.w
 			delete(oldRT, rt.name)

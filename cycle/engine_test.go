@@ -670,3 +670,27 @@ func TestFastModuleThatBlocksDoesNotHoldOthers(t *testing.T) {
 		}
 	})
 }
+
+// ModuleFunc values are not comparable; reloads and registrations must still work.
+func TestModuleFuncSurvivesReloadAndRegister(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := tiers.ModuleFunc(func(context.Context, *tiers.Input) (any, error) { return 1, nil })
+		g := tiers.ModuleFunc(func(context.Context, *tiers.Input) (any, error) { return 2, nil })
+		e := newEngine(t, Config{}, []Registration{{Spec: tiers.ModuleSpec{Name: "f", Tier: "knowledge"}, Module: f}})
+		tick(t, e)
+		if err := e.Register(Registration{Spec: tiers.ModuleSpec{Name: "g", Tier: "planning"}, Module: g}); err != nil {
+			t.Fatal(err)
+		}
+		s := tick(t, e)
+		if mod(t, s, "g").Served.Value != 2 {
+			t.Fatal("registered ModuleFunc did not run")
+		}
+		if err := e.Reload(Config{Tiers: testTiers()}, []Registration{{Spec: tiers.ModuleSpec{Name: "f", Tier: "knowledge"}, Module: f}}); err != nil {
+			t.Fatal(err)
+		}
+		s = tick(t, e)
+		if mod(t, s, "f").Status != faultsummary.StatusOK || mod(t, s, "g").Status != faultsummary.StatusOK {
+			t.Fatal("modules lost by a reload")
+		}
+	})
+}

@@ -76,7 +76,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	start := e.clock.Now()
 	e.board.Begin(id, start)
 	transitionsBefore := e.brTransitions.Load()
-	if e.resetReq.Swap(false) && e.em.active {
+	if e.resetReq.Swap(false) && e.em.active && e.em.latched {
 		e.em.latched = false
 		e.em.healthy = 0
 	}
@@ -250,6 +250,8 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	var late []int32
 	if timedOut {
 		late = tr.settleAtDeadline()
+	} else {
+		tr.closed.Store(true) // a runner woken late finds nothing left to do
 	}
 	cancel()
 	tEnd := e.clock.Now()

@@ -3,6 +3,7 @@ package cycle
 import (
 	"context"
 	"math"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -258,7 +259,8 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 	rt := tr.mods[j]
 	w := rt.w
 	old := w.phase.Load()
-	if old>>3 == tr.tick || !w.phase.CompareAndSwap(old, phase(tr.tick, phAdmitting)) {
+	// A phase of this tick (or a later one, for a runner that outlived its tier) is not ours.
+	if old>>3 >= tr.tick || tr.closed.Load() || !w.phase.CompareAndSwap(old, phase(tr.tick, phAdmitting)) {
 		return t, notMine
 	}
 	e := tr.e
@@ -310,7 +312,7 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 // caller knows it (zero: read the clock); it returns the time the run ended.
 func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	rt := w.mod.Load()
-	if w.in == nil || w.m != rt.mod || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
+	if w.in == nil || !sameModule(w.m, rt.mod) || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
 		w.in = tiers.NewInput(w.e.board, rt.spec, rt.planned.TierIndex)
 		w.m = rt.mod
 	}
@@ -511,6 +513,27 @@ func (p *pool) close() {
 
 func newPool(e *Engine) *pool {
 	return &pool{e: e, maxIdle: 2 * runtime.GOMAXPROCS(0)}
+}
+
+// sameModule reports whether a and b are the same implementation. Module values need not
+// be comparable (a tiers.ModuleFunc is a func): funcs compare by code pointer, other
+// uncomparable values never compare equal.
+func sameModule(a, b tiers.Module) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	if ta != tb {
+		return false
+	}
+	if ta.Comparable() {
+		return a == b
+	}
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	if va.Kind() == reflect.Func {
+		return va.Pointer() == vb.Pointer()
+	}
+	return false
 }
 
 func sameKeys(a, b []string) bool {

@@ -51,30 +51,34 @@ func (h *History) Append(s *Summary) {
 // Latest returns the newest summary, or nil before the first tick. It takes no lock.
 func (h *History) Latest() *Summary { return h.latest.Load() }
 
-// Get returns the summary of tick id if it is still in the history.
+// Get returns the summary of tick id if it is still in the history. Tick ids must increase
+// from one Append to the next; they are usually consecutive, which makes the lookup O(1),
+// but gaps are allowed (then the lookup scans the ring).
 func (h *History) Get(id uint64) (*Summary, bool) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.count == 0 {
 		return nil, false
 	}
-	newest := h.ring[(h.next-1+len(h.ring))%len(h.ring)]
-	// Tick ids are consecutive within a process, so the position can be computed.
-	if id > newest.TickID || newest.TickID-id >= uint64(h.count) {
+	n := len(h.ring)
+	newest := h.ring[(h.next-1+n)%n]
+	oldest := h.ring[(h.next-h.count+n)%n]
+	if id > newest.TickID || id < oldest.TickID {
 		return nil, false
 	}
-	back := int(newest.TickID - id)
-	s := h.ring[(h.next-1-back+2*len(h.ring))%len(h.ring)]
-	if s == nil || s.TickID != id {
-		// Fall back to a scan should ids ever not be consecutive.
-		for _, x := range h.ring {
-			if x != nil && x.TickID == id {
-				return x, true
-			}
+	// With consecutive ids the position can be computed.
+	if back := newest.TickID - id; back < uint64(h.count) {
+		if s := h.ring[(h.next-1-int(back)+2*n)%n]; s.TickID == id {
+			return s, true
 		}
-		return nil, false
 	}
-	return s, true
+	// Ids with gaps: scan.
+	for _, x := range h.ring {
+		if x != nil && x.TickID == id {
+			return x, true
+		}
+	}
+	return nil, false
 }
 
 // List returns up to limit summaries, newest first, with tick ids below before (0: no bound).
@@ -95,8 +99,10 @@ func (h *History) List(limit int, before uint64) []*Summary {
 	return out
 }
 
-// Wait returns the first summary with a tick id above after, waiting until one is appended
-// or ctx ends (then it returns ctx's error and the latest summary, possibly nil).
+// Wait returns the summary that follows tick after, waiting until one is appended or ctx
+// ends (then it returns ctx's error and the latest summary, possibly nil). The summary
+// returned is that of tick after+1 while it is still in the history; a reader that fell
+// further behind (after+1 evicted, or not a tick id) skips ahead to the latest.
 func (h *History) Wait(ctx context.Context, after uint64) (*Summary, error) {
 	for {
 		h.mu.RLock()

@@ -177,10 +177,21 @@ func Validate(cfg Config) (*Plan, Problems) {
 		if t.MaxAttempts < 0 {
 			add(p+".max_attempts", "must be >= 1")
 		}
+		if t.Policy > Abort {
+			add(p+".policy", "unknown policy")
+		}
 		checkBackoff(p+".backoff", t, add)
 		checkBreaker(p+".breaker", t.Breaker, add)
 	}
-	for name, s := range cfg.Breakers {
+	// Map order is random: report the named breakers in name order so that the same
+	// configuration always gives the same problems in the same order.
+	breakerNames := make([]string, 0, len(cfg.Breakers))
+	for name := range cfg.Breakers {
+		breakerNames = append(breakerNames, name)
+	}
+	sort.Strings(breakerNames)
+	for _, name := range breakerNames {
+		s := cfg.Breakers[name]
 		p := "breakers." + name
 		if !ValidName(name) {
 			add(p, "%q: use letters, digits, '.', '_' and '-'", name)
@@ -214,12 +225,13 @@ func Validate(cfg Config) (*Plan, Problems) {
 	for i, m := range cfg.Modules {
 		p := fmt.Sprintf("modules[%d]", i)
 		if m.Tier != "" {
-			ti, ok := tierIdx[m.Tier]
-			if !ok {
+			// No early continue: the depends_on of a module with an unknown tier is still
+			// checked, so that every problem is reported at once.
+			if ti, ok := tierIdx[m.Tier]; ok {
+				tierOf[i] = ti
+			} else {
 				add(p+".tier", "unknown tier %q", m.Tier)
-				continue
 			}
-			tierOf[i] = ti
 		} else if len(m.DependsOn) == 0 {
 			add(p+".tier", "must name a tier (or give depends_on)")
 		}

@@ -35,8 +35,21 @@ func newDecoder(lines bool) *decoder {
 	return &decoder{present: map[string]bool{}, origins: map[*yaml.Node]string{}, lines: lines, budget: maxNodes}
 }
 
+// maxProblems caps the problems one decode reports.
+const maxProblems = 100
+
 // fail records a problem at path, noting where the offending node came from.
 func (d *decoder) fail(path string, n *yaml.Node, format string, args ...any) {
+	switch {
+	case len(d.problems) > maxProblems:
+		return
+	case len(d.problems) == maxProblems:
+		d.problems = append(d.problems, tiers.Problem{Path: path, Message: "too many problems; the rest are not reported"})
+		return
+	}
+	if path == "" {
+		path = "(top level)"
+	}
 	msg := fmt.Sprintf(format, args...)
 	if src, ok := d.origins[n]; ok {
 		msg += " (from " + src + ")"
@@ -59,7 +72,14 @@ func (d *decoder) spend(path string, n *yaml.Node) bool {
 	return false
 }
 
+// join appends key to path. A key that is empty or holds spaces, quotes, brackets or
+// control characters is quoted, so that every path is non-empty and unambiguous.
 func join(path, key string) string {
+	if key == "" || strings.ContainsFunc(key, func(r rune) bool {
+		return r <= ' ' || r == '"' || r == '[' || r == ']' || r == 0x7f || !strconv.IsPrint(r)
+	}) {
+		key = strconv.Quote(key)
+	}
 	if path == "" {
 		return key
 	}
@@ -67,6 +87,17 @@ func join(path, key string) string {
 }
 
 func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
+
+// sub appends the relative path rel ("fail_ticks[0]") to path.
+func sub(path, rel string) string {
+	switch {
+	case rel == "":
+		return path
+	case path == "":
+		return rel
+	}
+	return path + "." + rel
+}
 
 // deref follows aliases and unwraps documents.
 func (d *decoder) deref(n *yaml.Node, path string) *yaml.Node {

@@ -135,7 +135,7 @@ func (m ModuleConfig) check(p string) tiers.Problems {
 		}
 		if m.Builtin != nil {
 			for _, q := range m.Builtin.Faults.Validate() {
-				add(join(join(p, "builtin"), q.Path), "%s", q.Message)
+				add(sub(join(p, "builtin"), q.Path), "%s", q.Message)
 			}
 		}
 	case KindHTTP:
@@ -293,7 +293,7 @@ func (m ModuleConfig) registration(p string, o buildOptions) (cycle.Registration
 		if errors.As(err, &ve) {
 			var ps tiers.Problems
 			for _, q := range ve.Problems {
-				ps = append(ps, tiers.Problem{Path: join(join(p, "builtin"), q.Path), Message: q.Message})
+				ps = append(ps, tiers.Problem{Path: sub(join(p, "builtin"), q.Path), Message: q.Message})
 			}
 			return reg, ps
 		}

@@ -149,7 +149,9 @@ func (r *Reloader) LastError() error {
 func (r *Reloader) Reload(ctx context.Context) error { return r.reload(ctx, "api") }
 
 // ReloadFrom is Reload with the trigger named.
-func (r *Reloader) ReloadFrom(ctx context.Context, trigger string) error { return r.reload(ctx, trigger) }
+func (r *Reloader) ReloadFrom(ctx context.Context, trigger string) error {
+	return r.reload(ctx, trigger)
+}
 
 func (r *Reloader) reload(ctx context.Context, trigger string) error {
 	r.mu.Lock()

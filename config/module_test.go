@@ -1,0 +1,111 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cycled/cycled/config"
+	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/modules"
+	"github.com/cycled/cycled/tiers"
+)
+
+func TestDecodeModule(t *testing.T) {
+	reg, err := config.DecodeModule([]byte(`{
+		"name": "probe", "tier": "perception", "reads": ["lidar.result"], "ttl": "2s",
+		"policy": "degrade", "every": 2, "idempotent": true, "priority": -1,
+		"builtin": {"value": {"ok": true, "n": 3}, "latency": "1ms-2ms", "fail_ticks": [[3, 9]], "fail_kind": "downstream"}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := reg.Spec
+	if s.Name != "probe" || s.Tier != "perception" || s.TTL.Fixed != 2*time.Second || s.Every != 2 || s.Priority != -1 ||
+		!slices.Equal(s.Reads, []string{"lidar.result"}) {
+		t.Fatalf("spec %+v", s)
+	}
+	b, ok := reg.Module.(*modules.Builtin)
+	if !ok {
+		t.Fatalf("module %T, want *modules.Builtin", reg.Module)
+	}
+	st := b.Settings()
+	if v, _ := st.Value.(map[string]any); v["ok"] != true || v["n"] != int64(3) {
+		t.Fatalf("value %#v", st.Value)
+	}
+	if st.Faults.Latency.Max != 2*time.Millisecond || st.Faults.FailTicks[0] != (modules.Window{3, 9}) || st.Faults.FailKind.String() != "downstream" {
+		t.Fatalf("faults %+v", st.Faults)
+	}
+}
+
+func TestDecodeModuleRejections(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		paths []string
+	}{
+		{"unknown field", `{"name": "m", "tier": "safety", "budegt": 1}`, []string{"budegt"}},
+		{"nested unknown field", `{"name": "m", "tier": "safety", "builtin": {"fail_rte": 1}}`, []string{"builtin.fail_rte"}},
+		{"bad values", `{"name": "m", "tier": "safety", "ttl": "soon", "every": "often", "builtin": {"fail_rate": 3, "latency": "9ms-1ms"}}`,
+			[]string{"ttl", "every", "builtin.latency", "builtin.fail_rate"}},
+		{"missing name", `{"tier": "safety"}`, []string{"name"}},
+		{"bad name", `{"name": "a b", "tier": "safety"}`, []string{"name"}},
+		{"http kind", `{"name": "m", "tier": "safety", "kind": "http", "http": {"url": "http://x"}}`, []string{"kind"}},
+		{"malformed", `{"name": `, []string{""}},
+		{"trailing", `{"name": "m"} x`, []string{""}},
+		{"duplicate key", `{"name": "m", "name": "n"}`, []string{""}},
+		{"not an object", `["m"]`, []string{""}},
+		{"empty", ``, []string{""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.DecodeModule([]byte(tt.body))
+			if got := paths(problems(t, err)); !slices.Equal(got, tt.paths) {
+				t.Fatalf("paths %q, want %q (%v)", got, tt.paths, err)
+			}
+		})
+	}
+}
+
+// TestDecodeModuleThenRegister is the path of POST /modules: decode, then register with
+// the running engine, which validates the module against the configuration in force.
+func TestDecodeModuleThenRegister(t *testing.T) {
+	c := mustLoad(t, "cycle: {period: 0}\n"+minimal)
+	ec, regs, _ := c.Engine()
+	e, err := cycle.New(ec, regs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	reg, err := config.DecodeModule([]byte(`{"name": "late", "tier": "planning", "builtin": {"value": 42}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.Tick(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, m := range s.Modules {
+		found = found || (m.Name == "late" && m.Status == "ok")
+	}
+	if !found {
+		t.Fatalf("registered module did not run: %+v", s.Modules)
+	}
+	// A module naming an unknown tier passes decoding but not registration.
+	reg, err = config.DecodeModule([]byte(`{"name": "lost", "tier": "nowhere"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.Register(reg)
+	var ve *tiers.ValidationError
+	if !errors.As(err, &ve) || !strings.HasSuffix(ve.Problems[0].Path, ".tier") {
+		t.Fatalf("Register = %v", err)
+	}
+}

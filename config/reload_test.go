@@ -1,0 +1,194 @@
+package config_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cycled/cycled/config"
+	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/modules"
+)
+
+const reloadBase = `
+cycle: {period: 0}
+modules:
+  - {name: a, tier: perception, builtin: {value: 1}}
+`
+
+// startFromFile starts a step-mode engine from the file at path and returns it with its
+// Reloader.
+func startFromFile(t *testing.T, path string, opts ...config.ReloaderOption) (*cycle.Engine, *config.Reloader) {
+	t.Helper()
+	c, err := config.Load(config.WithFile(path), config.WithoutEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec, regs, _ := c.Engine()
+	e, err := cycle.New(ec, regs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	opts = append([]config.ReloaderOption{config.WithLoadOptions(config.WithFile(path), config.WithoutEnv())}, opts...)
+	return e, config.NewReloader(c, regs, e, opts...)
+}
+
+func moduleNames(e *cycle.Engine) []string {
+	var out []string
+	for _, m := range e.Modules() {
+		out = append(out, m.Spec.Name)
+	}
+	return out
+}
+
+func TestReloaderKeepsOldConfigOnBadFile(t *testing.T) {
+	path := writeFile(t, "c.yaml", reloadBase)
+	e, r := startFromFile(t, path)
+	old := r.Current()
+	ctx := context.Background()
+
+	bad := map[string]func(error) bool{
+		"tiers:\n  - {name: safety, budegt: 1ms}\n": func(err error) bool {
+			return len(problems(t, err)) > 0 && strings.Contains(err.Error(), "tiers[0].budegt")
+		},
+		"cycle: {period: [\n": func(err error) bool { return errors.Is(err, config.ErrSyntax) },
+	}
+	for content, check := range bad {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := r.Reload(ctx)
+		if err == nil || !check(err) {
+			t.Fatalf("Reload of %q = %v", content, err)
+		}
+		if r.Current() != old || r.LastError() == nil {
+			t.Fatal("a failed reload replaced the configuration or lost its error")
+		}
+		if _, err := e.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := moduleNames(e); len(got) != 1 || got[0] != "a" {
+			t.Fatalf("engine modules after a failed reload: %v", got)
+		}
+	}
+	view, _ := json.Marshal(r.View())
+	if !strings.Contains(string(view), `"ok":false`) || !strings.Contains(string(view), `"source":"`+path) {
+		t.Fatalf("view does not show the failed reload: %s", view)
+	}
+
+	// A good file is applied at the next tick boundary and clears the error.
+	if err := os.WriteFile(path, []byte(reloadBase+"  - {name: b, tier: planning}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r.LastError() != nil || r.Current() == old {
+		t.Fatal("a good reload did not take")
+	}
+	if _, err := e.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := moduleNames(e); len(got) != 2 {
+		t.Fatalf("engine modules after reload: %v", got)
+	}
+}
+
+func TestReloaderRejectsWhatTheEngineRejects(t *testing.T) {
+	path := writeFile(t, "c.yaml", reloadBase)
+	e, r := startFromFile(t, path)
+	reg, err := config.DecodeModule([]byte(`{"name": "b", "tier": "planning"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	// The file now declares "b" too: a conflict with the runtime registration.
+	if err := os.WriteFile(path, []byte(reloadBase+"  - {name: b, tier: planning}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = r.Reload(context.Background())
+	if ps := problems(t, err); !strings.Contains(ps[0].Message, "duplicate module") {
+		t.Fatalf("Reload = %v", err)
+	}
+	if last := r.Last(); last == nil || last.OK || len(last.Problems) == 0 {
+		t.Fatalf("last reload %+v", last)
+	}
+}
+
+func TestReloaderKeepsUnchangedModulesAndTheirFaults(t *testing.T) {
+	path := writeFile(t, "c.yaml", reloadBase+"  - {name: c, tier: planning, builtin: {value: 3}}\n")
+	e, r := startFromFile(t, path, config.OnReload(func(res config.ReloadResult) {}))
+	instance := func(name string) *modules.Builtin {
+		m, _ := e.Module(name)
+		b, _ := m.Module.(*modules.Builtin)
+		return b
+	}
+	a0, c0 := instance("a"), instance("c")
+	if _, err := modules.ApplyFaultsJSON(a0, []byte(`{"fail_rate": 1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(reloadBase+"  - {name: c, tier: planning, builtin: {value: 4}}\nlog: {level: debug}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if instance("a") != a0 || instance("a").Faults().FailRate != 1 {
+		t.Fatal("an unchanged module was rebuilt or lost its injected faults")
+	}
+	if instance("c") == c0 {
+		t.Fatal("a changed module kept its old instance")
+	}
+	if got := r.Last().RestartRequired; len(got) != 1 || got[0] != "log" {
+		t.Fatalf("restart required %v", got)
+	}
+}
+
+func TestReloaderWatchesTheFile(t *testing.T) {
+	path := writeFile(t, "c.yaml", reloadBase)
+	results := make(chan config.ReloadResult, 16)
+	_, r := startFromFile(t, path, config.OnReload(func(res config.ReloadResult) { results <- res }))
+	ctx, cancel := context.WithCancel(context.Background())
+	watching := make(chan error)
+	go func() { watching <- r.Watch(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-watching; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	// The watch starts asynchronously: rewrite the file until a reload reports it.
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	content := reloadBase + "  - {name: b, tier: planning}\n"
+	for {
+		select {
+		case res := <-results:
+			if res.Trigger != "file" || !res.OK {
+				t.Fatalf("reload %+v", res)
+			}
+			if len(r.Current().Modules) != 2 {
+				t.Fatal("the watched change was not loaded")
+			}
+			return
+		case <-tick.C:
+			if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		case <-deadline:
+			t.Fatal("no reload after the file changed")
+		}
+	}
+}

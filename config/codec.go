@@ -24,6 +24,7 @@ const maxNodes = 200_000
 // whole file's mistakes are reported at once, each with its field path.
 type decoder struct {
 	problems tiers.Problems
+	shapes   int                   // problems of shape: unknown keys, wrong types
 	present  map[string]bool       // paths of the keys given (with a non-null value)
 	origins  map[*yaml.Node]string // where injected nodes come from ("env CYCLED_X")
 	lines    bool                  // mention line numbers in messages
@@ -57,6 +58,13 @@ func (d *decoder) fail(path string, n *yaml.Node, format string, args ...any) {
 		msg += fmt.Sprintf(" (line %d)", n.Line)
 	}
 	d.problems = append(d.problems, tiers.Problem{Path: path, Message: msg})
+}
+
+// failShape records a problem of shape (an unknown key, a value of the wrong type), as
+// opposed to a value of the right type that does not parse or is out of range.
+func (d *decoder) failShape(path string, n *yaml.Node, format string, args ...any) {
+	d.shapes++
+	d.fail(path, n, format, args...)
 }
 
 // spend counts a node against the budget and reports whether decoding may go on.
@@ -173,11 +181,11 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 					if m := d.deref(e, path); m != nil && m.Kind == yaml.MappingNode {
 						maps = append(maps, m)
 					} else {
-						d.fail(path, e, "a merge key (<<) takes mappings")
+						d.failShape(path, e, "a merge key (<<) takes mappings")
 					}
 				}
 			default:
-				d.fail(path, v, "a merge key (<<) takes a mapping")
+				d.failShape(path, v, "a merge key (<<) takes a mapping")
 			}
 			for _, m := range maps {
 				merged = append(merged, d.pairs(m, path)...)
@@ -185,7 +193,7 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 			continue
 		}
 		if k.Kind != yaml.ScalarNode {
-			d.fail(path, k, "keys must be strings, got %s", kindName(k))
+			d.failShape(path, k, "keys must be strings, got %s", kindName(k))
 			continue
 		}
 		out = append(out, pair{key: k, val: v, name: k.Value})
@@ -230,7 +238,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if reflect.PointerTo(t).Implements(textUnmarshalerType) {
 		if n.Kind != yaml.ScalarNode {
-			d.fail(path, n, "want a string, got %s", kindName(n))
+			d.failShape(path, n, "want a string, got %s", kindName(n))
 			return
 		}
 		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
@@ -241,7 +249,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	switch t.Kind() {
 	case reflect.Interface:
 		if t.NumMethod() != 0 {
-			d.fail(path, n, "cannot decode into %s", t)
+			d.failShape(path, n, "cannot decode into %s", t)
 			return
 		}
 		if x, ok := d.plain(n, path); ok {
@@ -253,17 +261,17 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			d.fail(path, n, "want a mapping, got %s", kindName(n))
+			d.failShape(path, n, "want a mapping, got %s", kindName(n))
 			return
 		}
 		d.structure(n, v, path)
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			d.fail(path, n, "want a mapping, got %s", kindName(n))
+			d.failShape(path, n, "want a mapping, got %s", kindName(n))
 			return
 		}
 		if t.Key().Kind() != reflect.String {
-			d.fail(path, n, "cannot decode into %s", t)
+			d.failShape(path, n, "cannot decode into %s", t)
 			return
 		}
 		if v.IsNil() {
@@ -283,7 +291,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			d.fail(path, n, "want a list, got %s", kindName(n))
+			d.failShape(path, n, "want a list, got %s", kindName(n))
 			return
 		}
 		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
@@ -293,7 +301,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		v.Set(s)
 	case reflect.Array:
 		if n.Kind != yaml.SequenceNode || len(n.Content) != t.Len() {
-			d.fail(path, n, "want a list of %d items, got %s", t.Len(), kindName(n))
+			d.failShape(path, n, "want a list of %d items, got %s", t.Len(), kindName(n))
 			return
 		}
 		for i, e := range n.Content {
@@ -301,7 +309,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
-			d.fail(path, n, "want a string, got %s", kindName(n))
+			d.failShape(path, n, "want a string, got %s", kindName(n))
 			return
 		}
 		v.SetString(n.Value)
@@ -316,30 +324,30 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 				return
 			}
 		}
-		d.fail(path, n, "want true or false, got %s", kindName(n))
+		d.failShape(path, n, "want true or false, got %s", kindName(n))
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		x, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits())
 		if n.Kind != yaml.ScalarNode || err != nil {
-			d.fail(path, n, "want an integer, got %s", kindName(n))
+			d.failShape(path, n, "want an integer, got %s", kindName(n))
 			return
 		}
 		v.SetInt(x)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		x, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 0, t.Bits())
 		if n.Kind != yaml.ScalarNode || err != nil {
-			d.fail(path, n, "want a non-negative integer, got %s", kindName(n))
+			d.failShape(path, n, "want a non-negative integer, got %s", kindName(n))
 			return
 		}
 		v.SetUint(x)
 	case reflect.Float32, reflect.Float64:
 		x, err := strconv.ParseFloat(n.Value, t.Bits())
 		if n.Kind != yaml.ScalarNode || err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			d.fail(path, n, "want a finite number, got %s", kindName(n))
+			d.failShape(path, n, "want a finite number, got %s", kindName(n))
 			return
 		}
 		v.SetFloat(x)
 	default:
-		d.fail(path, n, "cannot decode into %s", t)
+		d.failShape(path, n, "cannot decode into %s", t)
 	}
 }
 
@@ -347,7 +355,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 // their unit would be a guess.
 func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.ScalarNode {
-		d.fail(path, n, "want a duration such as 150ms, got %s", kindName(n))
+		d.failShape(path, n, "want a duration such as 150ms, got %s", kindName(n))
 		return
 	}
 	s := strings.TrimSpace(n.Value)
@@ -412,7 +420,7 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 			if s := suggest(p.name, names); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			d.fail(kp, p.key, "%s", msg)
+			d.failShape(kp, p.key, "%s", msg)
 			continue
 		}
 		if !isNull(d.deref(p.val, kp)) {

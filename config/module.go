@@ -18,13 +18,29 @@ import (
 // MaxModuleBody caps the JSON body accepted by DecodeModule.
 const MaxModuleBody = 1 << 20
 
+// DecodeError is a body that DecodeModule could not decode: malformed JSON, an unknown
+// field, or a value of the wrong type (a string where a number belongs). An HTTP API
+// answers it with 400, unlike a *tiers.ValidationError (well-formed but invalid: 422).
+// Its problems name the fields, and include the invalid values found alongside.
+type DecodeError struct {
+	// Problems are the findings, each with its path ("" for a malformed body).
+	Problems tiers.Problems
+}
+
+// Error lists every problem.
+func (e *DecodeError) Error() string {
+	return "decode module: " + (&tiers.ValidationError{Problems: e.Problems}).Error()
+}
+
 // DecodeModule decodes one module from a JSON object with exactly the field names of an
 // item of "modules" in the configuration file ({"name": "probe", "tier": "perception",
-// "builtin": {"latency": "2ms"}}) and builds it. Decoding is strict: an unknown field or a
-// value that does not parse is refused. The module is checked on its own (name, kind,
-// builtin settings); its place in the running configuration (tier, keys, breaker) is
-// checked by cycle.Engine.Register. Every error is a *tiers.ValidationError whose paths
-// are relative to the object ("builtin.fail_rate"); a malformed body has an empty path.
+// "builtin": {"latency": "2ms"}}) and builds it. Decoding is strict: a malformed body, an
+// unknown field or a value of the wrong type gives a *DecodeError; a well-formed module
+// with invalid values (a duration that does not parse, fail_rate 2, kind http) gives a
+// *tiers.ValidationError. Paths are relative to the object ("builtin.fail_rate"); a
+// malformed body has an empty path. The module is checked on its own (name, kind, builtin
+// settings); its place in the running configuration (tier, keys, breaker) is checked by
+// cycle.Engine.Register.
 func DecodeModule(body []byte, opts ...BuildOption) (cycle.Registration, error) {
 	o := buildOptions{}
 	for _, op := range opts {
@@ -43,7 +59,7 @@ func DecodeModule(body []byte, opts ...BuildOption) (cycle.Registration, error) 
 
 func decodeModuleConfig(body []byte) (ModuleConfig, error) {
 	bad := func(format string, args ...any) error {
-		return tiers.Problems{{Message: fmt.Sprintf(format, args...)}}.Err()
+		return &DecodeError{Problems: tiers.Problems{{Message: fmt.Sprintf(format, args...)}}}
 	}
 	if len(body) > MaxModuleBody {
 		return ModuleConfig{}, bad("body larger than %d bytes", MaxModuleBody)
@@ -72,6 +88,9 @@ func decodeModuleConfig(body []byte) (ModuleConfig, error) {
 		ps = append(ps, tiers.Problem{Path: "name", Message: fmt.Sprintf("%q: use letters, digits, '.', '_' and '-'", m.Name)})
 	}
 	ps = mergeProblems(ps, m.check(""))
+	if d.shapes > 0 {
+		return ModuleConfig{}, &DecodeError{Problems: ps}
+	}
 	if err := ps.Err(); err != nil {
 		return ModuleConfig{}, err
 	}

@@ -43,27 +43,39 @@ func TestDecodeModule(t *testing.T) {
 
 func TestDecodeModuleRejections(t *testing.T) {
 	tests := []struct {
-		name  string
-		body  string
-		paths []string
+		name   string
+		body   string
+		paths  []string
+		decode bool // a *config.DecodeError (400) rather than a *tiers.ValidationError (422)
 	}{
-		{"unknown field", `{"name": "m", "tier": "safety", "budegt": 1}`, []string{"budegt"}},
-		{"nested unknown field", `{"name": "m", "tier": "safety", "builtin": {"fail_rte": 1}}`, []string{"builtin.fail_rte"}},
-		{"bad values", `{"name": "m", "tier": "safety", "ttl": "soon", "every": "often", "builtin": {"fail_rate": 3, "latency": "9ms-1ms"}}`,
-			[]string{"ttl", "every", "builtin.latency", "builtin.fail_rate"}},
-		{"missing name", `{"tier": "safety"}`, []string{"name"}},
-		{"bad name", `{"name": "a b", "tier": "safety"}`, []string{"name"}},
-		{"http kind", `{"name": "m", "tier": "safety", "kind": "http", "http": {"url": "http://x"}}`, []string{"kind"}},
-		{"malformed", `{"name": `, []string{""}},
-		{"trailing", `{"name": "m"} x`, []string{""}},
-		{"duplicate key", `{"name": "m", "name": "n"}`, []string{""}},
-		{"not an object", `["m"]`, []string{""}},
-		{"empty", ``, []string{""}},
+		{"unknown field", `{"name": "m", "tier": "safety", "budegt": 1}`, []string{"budegt"}, true},
+		{"nested unknown field", `{"name": "m", "tier": "safety", "builtin": {"fail_rte": 1}}`, []string{"builtin.fail_rte"}, true},
+		{"wrong type", `{"name": "m", "tier": "safety", "every": "often", "ttl": "soon"}`, []string{"every", "ttl"}, true},
+		{"bad values", `{"name": "m", "tier": "safety", "ttl": "soon", "builtin": {"fail_rate": 3, "latency": "9ms-1ms"}}`,
+			[]string{"ttl", "builtin.latency", "builtin.fail_rate"}, false},
+		{"missing name", `{"tier": "safety"}`, []string{"name"}, false},
+		{"bad name", `{"name": "a b", "tier": "safety"}`, []string{"name"}, false},
+		{"http kind", `{"name": "m", "tier": "safety", "kind": "http", "http": {"url": "http://x"}}`, []string{"kind"}, false},
+		{"malformed", `{"name": `, []string{""}, true},
+		{"trailing", `{"name": "m"} x`, []string{""}, true},
+		{"duplicate key", `{"name": "m", "name": "n"}`, []string{""}, true},
+		{"not an object", `["m"]`, []string{""}, true},
+		{"empty", ``, []string{""}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := config.DecodeModule([]byte(tt.body))
-			if got := paths(problems(t, err)); !slices.Equal(got, tt.paths) {
+			var de *config.DecodeError
+			var ps tiers.Problems
+			if tt.decode {
+				if !errors.As(err, &de) {
+					t.Fatalf("err = %v (%T), want *config.DecodeError", err, err)
+				}
+				ps = de.Problems
+			} else {
+				ps = problems(t, err)
+			}
+			if got := paths(ps); !slices.Equal(got, tt.paths) {
 				t.Fatalf("paths %q, want %q (%v)", got, tt.paths, err)
 			}
 		})

@@ -335,6 +335,7 @@ func TestApplyFaultsJSON(t *testing.T) {
 		body      string
 		wantPaths []string // nil: success
 		check     func(t *testing.T, f modules.Faults)
+		decode    bool // a *DecodeError (400) rather than a *tiers.ValidationError (422)
 	}{
 		{name: "partial change keeps the rest", body: `{"fail_rate": 0.5, "fail_kind": "downstream"}`,
 			check: func(t *testing.T, f modules.Faults) {
@@ -355,14 +356,14 @@ func TestApplyFaultsJSON(t *testing.T) {
 					t.Fatalf("faults %+v", f)
 				}
 			}},
-		{name: "unknown field", body: `{"fail_rte": 0.5}`, wantPaths: []string{"fail_rte"}},
-		{name: "wrong types", body: `{"fail_rate": "high", "hang": 5, "panic": "yes"}`, wantPaths: []string{"fail_rate", "hang", "panic"}},
+		{name: "unknown field", body: `{"fail_rte": 0.5}`, wantPaths: []string{"fail_rte"}, decode: true},
+		{name: "wrong types", body: `{"fail_rate": "high", "hang": 5, "panic": "yes"}`, wantPaths: []string{"fail_rate", "hang", "panic"}, decode: true},
 		{name: "invalid values", body: `{"fail_rate": 1.5, "fail_ticks": [[9, 3]], "latency": "5ms-1ms"}`, wantPaths: []string{"latency", "fail_rate", "fail_ticks[0]"}},
 		{name: "bad kind", body: `{"fail_kind": "flaky"}`, wantPaths: []string{"fail_kind"}},
-		{name: "malformed", body: `{"fail_rate": `, wantPaths: []string{""}},
-		{name: "not an object", body: `[1]`, wantPaths: []string{""}},
-		{name: "trailing data", body: `{} {}`, wantPaths: []string{""}},
-		{name: "empty", body: ``, wantPaths: []string{""}},
+		{name: "malformed", body: `{"fail_rate": `, wantPaths: []string{""}, decode: true},
+		{name: "not an object", body: `[1]`, wantPaths: []string{""}, decode: true},
+		{name: "trailing data", body: `{} {}`, wantPaths: []string{""}, decode: true},
+		{name: "empty", body: ``, wantPaths: []string{""}, decode: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -380,11 +381,18 @@ func TestApplyFaultsJSON(t *testing.T) {
 				return
 			}
 			var ve *tiers.ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("err = %v, want *tiers.ValidationError", err)
+			var de *modules.DecodeError
+			var ps tiers.Problems
+			switch {
+			case tt.decode && errors.As(err, &de):
+				ps = de.Problems
+			case !tt.decode && errors.As(err, &ve):
+				ps = ve.Problems
+			default:
+				t.Fatalf("err = %v (%T), want a DecodeError: %v", err, err, tt.decode)
 			}
 			var paths []string
-			for _, p := range ve.Problems {
+			for _, p := range ps {
 				paths = append(paths, p.Path)
 			}
 			if strings.Join(paths, ",") != strings.Join(tt.wantPaths, ",") {

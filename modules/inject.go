@@ -18,6 +18,20 @@ import (
 // fault injection (it is not a builtin module).
 var ErrNotInjectable = errors.New("module does not support fault injection")
 
+// DecodeError is a fault-injection body that could not be decoded: malformed JSON, an
+// unknown field, or a value of the wrong JSON type. An HTTP API answers it with 400, unlike
+// a *tiers.ValidationError (well-formed but invalid values: 422). Its problems name the
+// fields ("" for a malformed body) and include the invalid values found alongside.
+type DecodeError struct {
+	// Problems are the findings, each with its path.
+	Problems tiers.Problems
+}
+
+// Error lists every problem.
+func (e *DecodeError) Error() string {
+	return "decode faults: " + (&tiers.ValidationError{Problems: e.Problems}).Error()
+}
+
 // Injectable is a module whose faults can be switched at runtime. *Builtin implements it.
 type Injectable interface {
 	// PatchFaults applies p atomically and returns the faults now in force.
@@ -78,14 +92,15 @@ var patchFields = []string{"reset", "latency", "fail_rate", "fail_kind", "fail_t
 
 // DecodeFaultsPatch decodes a FaultsPatch from a JSON object with the field names of the
 // configuration: reset, latency ("2ms" or "1ms-5ms"), fail_rate, fail_kind, fail_ticks
-// ([[3, 9]]), fail_attempts, hang ("2s") and panic. Decoding is strict: an unknown field,
-// a wrongly typed value or trailing data is refused. Every error is a
-// *tiers.ValidationError; a field's problems carry its name as the path, a malformed body
-// has an empty path.
+// ([[3, 9]]), fail_attempts, hang ("2s") and panic. Decoding is strict: malformed JSON,
+// trailing data, an unknown field or a value of the wrong JSON type give a *DecodeError;
+// a value of the right type that does not parse (a duration, a latency, a fault kind)
+// gives a *tiers.ValidationError. A field's problems carry its name as the path; a
+// malformed body has an empty path.
 func DecodeFaultsPatch(body []byte) (FaultsPatch, error) {
 	var p FaultsPatch
 	bad := func(path, format string, args ...any) error {
-		return tiers.Problems{{Path: path, Message: fmt.Sprintf(format, args...)}}.Err()
+		return &DecodeError{Problems: tiers.Problems{{Path: path, Message: fmt.Sprintf(format, args...)}}}
 	}
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -108,18 +123,23 @@ func DecodeFaultsPatch(body []byte) (FaultsPatch, error) {
 	}
 	sort.Strings(keys)
 	var ps tiers.Problems
+	shapes := 0
 	add := func(path, format string, args ...any) {
 		ps = append(ps, tiers.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 	}
+	shape := func(path, format string, args ...any) {
+		shapes++
+		add(path, format, args...)
+	}
 	for _, k := range keys {
 		if !slices.Contains(patchFields, k) {
-			add(k, "unknown field (want one of %s)", strings.Join(patchFields, ", "))
+			shape(k, "unknown field (want one of %s)", strings.Join(patchFields, ", "))
 		}
 	}
 	str := func(k string) (string, bool) {
 		var s string
 		if err := json.Unmarshal(raw[k], &s); err != nil {
-			add(k, "want a string")
+			shape(k, "want a string")
 			return "", false
 		}
 		return s, true
@@ -132,7 +152,7 @@ func DecodeFaultsPatch(body []byte) (FaultsPatch, error) {
 		switch k {
 		case "reset":
 			if err := json.Unmarshal(v, &p.Reset); err != nil {
-				add(k, "want true or false")
+				shape(k, "want true or false")
 			}
 		case "latency":
 			if s, ok := str(k); ok {
@@ -146,7 +166,7 @@ func DecodeFaultsPatch(body []byte) (FaultsPatch, error) {
 		case "fail_rate":
 			var x float64
 			if err := json.Unmarshal(v, &x); err != nil || !finite(x) {
-				add(k, "want a number between 0 and 1")
+				shape(k, "want a number between 0 and 1")
 				continue
 			}
 			p.FailRate = &x
@@ -162,7 +182,7 @@ func DecodeFaultsPatch(body []byte) (FaultsPatch, error) {
 		case "fail_ticks":
 			var w []Window
 			if err := json.Unmarshal(v, &w); err != nil {
-				add(k, "want a list of [first, last] tick windows such as [[3, 9]]")
+				shape(k, "want a list of [first, last] tick windows such as [[3, 9]]")
 				continue
 			}
 			if w == nil {
@@ -172,7 +192,7 @@ func DecodeFaultsPatch(body []byte) (FaultsPatch, error) {
 		case "fail_attempts":
 			var n int
 			if err := json.Unmarshal(v, &n); err != nil {
-				add(k, "want an integer")
+				shape(k, "want an integer")
 				continue
 			}
 			p.FailAttempts = &n
@@ -188,11 +208,14 @@ func DecodeFaultsPatch(body []byte) (FaultsPatch, error) {
 		case "panic":
 			var b bool
 			if err := json.Unmarshal(v, &b); err != nil {
-				add(k, "want true or false")
+				shape(k, "want true or false")
 				continue
 			}
 			p.Panic = &b
 		}
+	}
+	if shapes > 0 {
+		return p, &DecodeError{Problems: ps}
 	}
 	return p, ps.Err()
 }
@@ -200,8 +223,8 @@ func DecodeFaultsPatch(body []byte) (FaultsPatch, error) {
 // ApplyFaultsJSON decodes body as a FaultsPatch and applies it to m, returning the faults
 // now in force. It is what POST /modules/{name}/faults calls. A module that does not
 // implement Injectable gives an error wrapping ErrNotInjectable; a bad body or invalid
-// resulting faults give a *tiers.ValidationError (paths are the body's field names), and
-// nothing changes.
+// resulting faults give a *DecodeError or a *tiers.ValidationError (as DecodeFaultsPatch;
+// paths are the body's field names), and nothing changes.
 func ApplyFaultsJSON(m tiers.Module, body []byte) (Faults, error) {
 	inj, ok := m.(Injectable)
 	if !ok {

@@ -239,7 +239,15 @@ func parse(data []byte, src string, overrides []override) (*Config, error) {
 			cfg.tokenFromFile = true
 		}
 	}
-	ps := mergeProblems(d.problems, cfg.Validate())
+	validated := cfg.Validate()
+	for i, p := range validated {
+		for _, ov := range overrides {
+			if p.Path == ov.key || strings.HasPrefix(p.Path, ov.key+"[") {
+				validated[i].Message += " (from " + ov.origin + ")"
+			}
+		}
+	}
+	ps := mergeProblems(d.problems, validated)
 	if err := ps.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)
 	}

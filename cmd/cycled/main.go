@@ -1,0 +1,172 @@
+// Command cycled is the cycled daemon: it runs the tick engine on a configuration file (or
+// on the embedded demo when none is given) and serves the HTTP API.
+//
+//	cycled [run] [--config FILE] [--http-addr ADDR] [--log-level LEVEL] [--period D]
+//	cycled validate [--config FILE | FILE]
+//	cycled version
+//
+// main calls run once and exits with its code: 0 on success and after a graceful
+// shutdown (SIGINT, SIGTERM), 1 on a runtime or configuration error, 2 on a usage error.
+// SIGHUP reloads the configuration. The hidden "healthcheck" command GETs /healthz for
+// container health checks on images without curl.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/cycled/cycled/config"
+	"github.com/cycled/cycled/tiers"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `Usage:
+  cycled [run] [flags]           run the daemon (no --config: the embedded demo)
+  cycled validate [--config F]   check a configuration file; print every problem with its path
+  cycled version                 print the version
+
+Run "cycled run --help" for the flags. Every configuration key can also be set from the
+environment: CYCLED_ and the key with '.' as '_' (CYCLED_HTTP_ADDR, CYCLED_CYCLE_PERIOD, …).
+`
+
+// run is the whole program: it parses args, runs the subcommand and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd, rest := "run", args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, rest = args[0], args[1:]
+	}
+	switch cmd {
+	case "run":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		return serve(ctx, stop, hup, rest, stdout, stderr)
+	case "validate":
+		return validate(rest, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
+	case "healthcheck":
+		return healthcheck(rest, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "cycled: unknown command %q\n\n%s", cmd, usage)
+	return exitUsage
+}
+
+// versionString describes the build: version, Go version and VCS revision when known.
+func versionString() string {
+	v := "cycled " + version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	if version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = "cycled " + bi.Main.Version
+	}
+	v += " (" + bi.GoVersion
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
+		}
+		v += ", commit " + rev + modified
+	}
+	return v + ")"
+}
+
+// newFlags returns the flag set of a subcommand with the configuration flags defined.
+func newFlags(name string, stderr io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config.RegisterFlags(fs)
+	return fs
+}
+
+// parseFlags parses args into fs; it returns an exit code when the program should stop.
+func parseFlags(fs *pflag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK, true
+		}
+		return exitUsage, true
+	}
+	return 0, false
+}
+
+// validate is "cycled validate": it loads the configuration as the daemon would and prints
+// every problem with its path, one per line, on stdout.
+func validate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("validate", stderr)
+	if code, stop := parseFlags(fs, args); stop {
+		return code
+	}
+	var opts []config.LoadOption
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		if fs.Changed("config") {
+			fmt.Fprintln(stderr, "cycled validate: give the file either as an argument or with --config")
+			return exitUsage
+		}
+		opts = append(opts, config.WithFile(fs.Arg(0)))
+	default:
+		fmt.Fprintln(stderr, "cycled validate: one configuration file at most")
+		return exitUsage
+	}
+	opts = append(opts, config.WithFlags(fs))
+	cfg, err := config.Load(opts...)
+	if err != nil {
+		var ve *tiers.ValidationError
+		if errors.As(err, &ve) {
+			for _, p := range ve.Problems {
+				fmt.Fprintln(stdout, p.String())
+			}
+			fmt.Fprintf(stderr, "invalid configuration: %d problem(s)\n", len(ve.Problems))
+			return exitError
+		}
+		fmt.Fprintln(stdout, err)
+		return exitError
+	}
+	for _, w := range cfg.Validate().Warnings() {
+		fmt.Fprintln(stdout, "warning: "+w.String())
+	}
+	fmt.Fprintf(stdout, "%s: valid (%d tiers, %d modules)\n", cfg.Source(), len(cfg.Tiers), len(cfg.Modules))
+	return exitOK
+}

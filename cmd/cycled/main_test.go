@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCmd runs the program in-process and returns its exit code and outputs.
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// clearEnv unsets every CYCLED_ variable for the test.
+func clearEnv(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "CYCLED_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+}
+
+func write(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := runCmd(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "cycled ") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	if code, _, errOut := runCmd(t, "frobnicate"); code != exitUsage || !strings.Contains(errOut, "unknown command") {
+		t.Fatalf("unknown command: %d %q", code, errOut)
+	}
+	if code, out, _ := runCmd(t, "help"); code != 0 || !strings.Contains(out, "cycled validate") {
+		t.Fatalf("help: %d %q", code, out)
+	}
+	if code, _, _ := runCmd(t, "run", "--no-such-flag"); code != exitUsage {
+		t.Fatalf("bad flag: %d", code)
+	}
+	if code, _, _ := runCmd(t, "validate", "a.yaml", "b.yaml"); code != exitUsage {
+		t.Fatalf("two files: %d", code)
+	}
+}
+
+const threeMistakes = `
+cycle:
+  period: 1 second
+tiers:
+  - name: safety
+    budegt: 50ms
+modules:
+  - name: m
+    tier: safety
+    builtin: {fail_rate: 2}
+`
+
+func TestValidate(t *testing.T) {
+	clearEnv(t)
+	bad := write(t, "bad.yaml", threeMistakes)
+	for _, args := range [][]string{{"validate", "--config", bad}, {"validate", bad}} {
+		code, out, errOut := runCmd(t, args...)
+		if code != exitError {
+			t.Fatalf("%v: exit %d, want 1\n%s%s", args, code, out, errOut)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		want := []string{"cycle.period: ", "tiers[0].budegt: unknown key", "modules[0].builtin.fail_rate: "}
+		if len(lines) != len(want) {
+			t.Fatalf("%v: %d lines, want one per problem:\n%s", args, len(lines), out)
+		}
+		for i, w := range want {
+			if !strings.HasPrefix(lines[i], w) {
+				t.Errorf("line %d = %q, want prefix %q", i, lines[i], w)
+			}
+		}
+		if !strings.Contains(errOut, "3 problem(s)") {
+			t.Errorf("stderr %q", errOut)
+		}
+	}
+
+	good := write(t, "good.yaml", "modules:\n  - {name: m, tier: safety, reads: [nobody.result]}\n")
+	code, out, _ := runCmd(t, "validate", "--config", good)
+	if code != 0 || !strings.Contains(out, "valid (5 tiers, 1 modules)") || !strings.Contains(out, "warning: modules[0].reads[0]") {
+		t.Fatalf("good file: %d %q", code, out)
+	}
+	if code, out, _ := runCmd(t, "validate"); code != 0 || !strings.Contains(out, "embedded demo: valid") {
+		t.Fatalf("demo: %d %q", code, out)
+	}
+	syntax := write(t, "syntax.yaml", "cycle: {period: [\n")
+	if code, out, _ := runCmd(t, "validate", syntax); code != exitError || !strings.Contains(out, "invalid YAML") {
+		t.Fatalf("syntax error: %d %q", code, out)
+	}
+	if code, out, _ := runCmd(t, "validate", filepath.Join(t.TempDir(), "missing.yaml")); code != exitError || !strings.Contains(out, "no such file") {
+		t.Fatalf("missing file: %d %q", code, out)
+	}
+	// The environment applies, as it would to the daemon.
+	t.Setenv("CYCLED_LOG_LEVEL", "loud")
+	if code, out, _ := runCmd(t, "validate", good); code != exitError || !strings.Contains(out, "log.level") || !strings.Contains(out, "CYCLED_LOG_LEVEL") {
+		t.Fatalf("env: %d %q", code, out)
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	if code, _, errOut := runCmd(t, "healthcheck", "--url", srv.URL+"/healthz"); code != 0 {
+		t.Fatalf("healthy: %d %s", code, errOut)
+	}
+	status = http.StatusServiceUnavailable
+	if code, _, _ := runCmd(t, "healthcheck", "--url", srv.URL+"/healthz"); code != exitError {
+		t.Fatalf("unhealthy: %d", code)
+	}
+	t.Setenv("CYCLED_HTTP_ADDR", strings.TrimPrefix(srv.URL, "http://"))
+	status = http.StatusOK
+	if code, _, errOut := runCmd(t, "healthcheck"); code != 0 {
+		t.Fatalf("default URL from CYCLED_HTTP_ADDR: %d %s", code, errOut)
+	}
+}
+
+func TestLocalAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "127.0.0.1:8080", "0.0.0.0:8080": "127.0.0.1:8080", ":9000": "127.0.0.1:9000",
+		"[::]:80": "[::1]:80", "10.0.0.1:81": "10.0.0.1:81",
+	} {
+		if got := localAddr(in); got != want {
+			t.Errorf("localAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRuntimeStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("a", []byte(`{"name": "a"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("b", []byte(`{"name": "b"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("a", []byte(`{"name": "a", "tier": "x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("b"); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := s2.Saved()
+	var body bytes.Buffer
+	if len(saved) == 1 {
+		json.Compact(&body, saved[0].Body)
+	}
+	if len(saved) != 1 || saved[0].Name != "a" || body.String() != `{"name":"a","tier":"x"}` {
+		t.Fatalf("saved %+v", saved)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("leftover files: %v", entries)
+	}
+	// No state_dir: nothing is written.
+	none, _ := openStore("")
+	if err := none.Put("a", []byte(`{}`)); err != nil || len(none.Saved()) != 0 {
+		t.Fatal("a store without a directory kept something")
+	}
+}

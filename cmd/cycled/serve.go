@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/cycled/cycled/api"
+	"github.com/cycled/cycled/config"
+	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/metrics"
+	"github.com/cycled/cycled/tiers"
+)
+
+// Timeouts of the HTTP server. There is no server-wide WriteTimeout cutting long requests:
+// long-polls (/ticks/latest?wait=, up to api.MaxWait) and the SSE stream extend their own
+// write deadlines through http.ResponseController, so WriteTimeout only bounds ordinary
+// answers.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second // whole request, body included (bodies are ≤ 1 MiB)
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+	// drainTimeout bounds the graceful HTTP shutdown. Long requests end at once (their
+	// base context is cancelled), so this only waits for ordinary requests in flight, such
+	// as a step-mode POST /ticks.
+	drainTimeout = 900 * time.Millisecond
+)
+
+// serve is "cycled run". ctx ends on SIGINT or SIGTERM; stop restores the default signal
+// behaviour (a second Ctrl-C kills at once); hup delivers SIGHUP (reload).
+func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("run", stderr)
+	if code, done := parseFlags(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "cycled run: unexpected argument %q (use --config FILE)\n", fs.Arg(0))
+		return exitUsage
+	}
+	loadOpts := []config.LoadOption{config.WithFlags(fs)}
+	cfg, err := config.Load(loadOpts...)
+	if err != nil {
+		var ve *tiers.ValidationError
+		if errors.As(err, &ve) {
+			fmt.Fprintln(stderr, "cycled: invalid configuration:")
+			for _, p := range ve.Problems {
+				fmt.Fprintln(stderr, "  "+p.String())
+			}
+		} else {
+			fmt.Fprintln(stderr, "cycled:", err)
+		}
+		return exitError
+	}
+	log, level := newLogger(cfg.Log, stderr)
+	defer log.Sync() //nolint:errcheck // stderr cannot be synced on every platform
+	log.Info("starting", zap.String("version", versionString()), zap.String("config", cfg.Source()),
+		zap.Duration("period", cfg.Cycle.Period), zap.Int("tiers", len(cfg.Tiers)), zap.Int("modules", len(cfg.Modules)))
+	for _, w := range cfg.Validate().Warnings() {
+		log.Warn("configuration warning", zap.String("field", w.Path), zap.String("message", w.Message))
+	}
+
+	reg := prometheus.NewRegistry()
+	mc := metrics.New(reg)
+	events := newEventLog(log)
+	defer events.Close()
+	ecfg, regs, _ := cfg.Engine() // Load validated everything
+	engine, err := cycle.New(ecfg, regs, cycle.WithHooks(mc.Hooks()), cycle.WithHooks(events.Hooks()))
+	if err != nil {
+		log.Error("cannot start the engine", zap.Error(err))
+		return exitError
+	}
+	defer engine.Close()
+	mc.Attach(engine)
+
+	var reloader *config.Reloader
+	reloader = config.NewReloader(cfg, regs, engine, config.WithLoadOptions(loadOpts...),
+		config.OnReload(func(res config.ReloadResult) {
+			logReload(log, res)
+			if l, err := zapcore.ParseLevel(reloader.Current().Log.Level); res.OK && err == nil {
+				level.SetLevel(l) // the level follows reloads; the format needs a restart
+			}
+		}))
+
+	store, err := openStore(cfg.StateDir)
+	if err != nil {
+		log.Warn("runtime registrations not restored", zap.Error(err))
+	}
+	restore(engine, reloader, store, log)
+
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		log.Error("cannot listen", zap.String("addr", cfg.HTTP.Addr), zap.Error(err))
+		return exitError
+	}
+	if cfg.HTTP.AdminToken == "" && !isLoopback(ln.Addr()) {
+		log.Warn("no admin token configured: admin routes answer 403 on this non-loopback listener; set http.admin_token (CYCLED_HTTP_ADMIN_TOKEN)",
+			zap.String("addr", ln.Addr().String()))
+	}
+	handler := api.New(api.Options{
+		Engine:       engine,
+		Registry:     reg,
+		AdminToken:   cfg.HTTP.AdminToken,
+		Logger:       log.Named("api"),
+		Reload:       func(ctx context.Context) error { return reloader.ReloadFrom(ctx, "api") },
+		ConfigView:   reloader.View,
+		DecodeModule: func(body []byte) (cycle.Registration, error) { return decodeModule(reloader, body) },
+		Faults:       func(name string, body []byte) (any, error) { return injectFaults(engine, name, body) },
+		Registered: func(r cycle.Registration, body []byte) {
+			if err := store.Put(r.Spec.Name, body); err != nil {
+				log.Error("runtime registration not persisted", zap.String("module", r.Spec.Name), zap.Error(err))
+			}
+		},
+		Deregistered: func(name string) {
+			if err := store.Delete(name); err != nil {
+				log.Error("runtime deregistration not persisted", zap.String("module", name), zap.Error(err))
+			}
+		},
+		Version: versionString(),
+	})
+
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          zap.NewStdLog(log.Named("http").WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+	}
+	srv.RegisterOnShutdown(cancelBase) // ends long-polls and streams at once
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	addr := ln.Addr().String()
+	log.Info("listening", zap.String("addr", addr), zap.Bool("step_mode", cfg.Cycle.Period == 0))
+	fmt.Fprintf(stdout, "listening on http://%s\n", addr)
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	runDone := make(chan error, 1)
+	go func() { runDone <- engine.Run(runCtx) }()
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- reloader.Watch(runCtx) }()
+
+	code := exitOK
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down: finishing the running tick")
+			break loop
+		case <-hup:
+			_ = reloader.ReloadFrom(ctx, "signal") // logged by OnReload
+		case err := <-serveErr:
+			log.Error("HTTP server failed", zap.Error(err))
+			code = exitError
+			break loop
+		case err := <-runDone:
+			log.Error("scheduler stopped", zap.Error(err))
+			runDone <- err // for the shutdown below
+			code = exitError
+			break loop
+		case err := <-watchDone:
+			if err != nil {
+				log.Warn("configuration file not watched; reload with SIGHUP or POST /config/reload", zap.Error(err))
+			}
+			watchDone = nil
+		}
+	}
+	stop() // a second SIGINT or SIGTERM now terminates at once
+
+	// Stop ticking at a tick boundary: Run returns after the running tick.
+	stopRun()
+	<-runDone
+	// Drain HTTP: long requests end at once (base context), others get drainTimeout.
+	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	if err := srv.Shutdown(dctx); err != nil {
+		log.Warn("HTTP requests still running at shutdown were cut", zap.Error(err))
+		srv.Close()
+	}
+	engine.Close()
+	log.Info("stopped", zap.Int("exit_code", code))
+	return code
+}

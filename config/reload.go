@@ -48,7 +48,8 @@ type ReloadResult struct {
 	Problems tiers.Problems `json:"problems,omitempty"`
 	// Warnings are the non-fatal findings of an accepted configuration.
 	Warnings tiers.Problems `json:"warnings,omitempty"`
-	// RestartRequired lists changed keys that apply only after a restart (http, log, state_dir).
+	// RestartRequired lists changed keys that apply only after a restart: http.addr,
+	// http.admin_token, log.format and state_dir. (The daemon applies log.level at once.)
 	RestartRequired []string `json:"restart_required,omitempty"`
 	// Err is the error returned by Reload (nil when OK).
 	Err error `json:"-"`
@@ -213,8 +214,8 @@ func restartOnly(old, cur *Config) []string {
 	if old.HTTP.AdminToken != cur.HTTP.AdminToken {
 		out = append(out, "http.admin_token")
 	}
-	if old.Log != cur.Log {
-		out = append(out, "log")
+	if old.Log.Format != cur.Log.Format {
+		out = append(out, "log.format")
 	}
 	if old.StateDir != cur.StateDir {
 		out = append(out, "state_dir")

@@ -134,7 +134,7 @@ func TestReloaderKeepsUnchangedModulesAndTheirFaults(t *testing.T) {
 	if _, err := modules.ApplyFaultsJSON(a0, []byte(`{"fail_rate": 1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(reloadBase+"  - {name: c, tier: planning, builtin: {value: 4}}\nlog: {level: debug}\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(reloadBase+"  - {name: c, tier: planning, builtin: {value: 4}}\nlog: {level: debug, format: json}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Reload(context.Background()); err != nil {
@@ -149,7 +149,7 @@ func TestReloaderKeepsUnchangedModulesAndTheirFaults(t *testing.T) {
 	if instance("c") == c0 {
 		t.Fatal("a changed module kept its old instance")
 	}
-	if got := r.Last().RestartRequired; len(got) != 1 || got[0] != "log" {
+	if got := r.Last().RestartRequired; len(got) != 1 || got[0] != "log.format" {
 		t.Fatalf("restart required %v", got)
 	}
 }

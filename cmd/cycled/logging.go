@@ -46,7 +46,9 @@ type eventLog struct {
 	ch      chan func()
 	done    chan struct{}
 	dropped atomic.Uint64
-	once    sync.Once
+
+	mu     sync.RWMutex // guards closed against a late hook (an abandoned module returning)
+	closed bool
 }
 
 func newEventLog(log *zap.Logger) *eventLog {
@@ -60,8 +62,13 @@ func newEventLog(log *zap.Logger) *eventLog {
 	return l
 }
 
-// post queues a line without blocking.
+// post queues a line without blocking. After Close it does nothing.
 func (l *eventLog) post(f func()) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return
+	}
 	select {
 	case l.ch <- f:
 	default:
@@ -69,15 +76,20 @@ func (l *eventLog) post(f func()) {
 	}
 }
 
-// Close writes the queued lines and stops the goroutine. Hooks must not fire afterwards.
+// Close writes the queued lines and stops the goroutine; later events are not logged.
 func (l *eventLog) Close() {
-	l.once.Do(func() {
-		close(l.ch)
-		<-l.done
-		if n := l.dropped.Load(); n > 0 {
-			l.log.Warn("log lines dropped because the log output was too slow", zap.Uint64("dropped", n))
-		}
-	})
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	close(l.ch)
+	l.mu.Unlock()
+	<-l.done
+	if n := l.dropped.Load(); n > 0 {
+		l.log.Warn("log lines dropped because the log output was too slow", zap.Uint64("dropped", n))
+	}
 }
 
 // Hooks returns the engine hooks that log state changes. Module outcomes are logged only

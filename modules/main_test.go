@@ -1,0 +1,10 @@
+package modules_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any leaves a goroutine behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

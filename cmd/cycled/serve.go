@@ -139,7 +139,9 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ErrorLog:          zap.NewStdLog(log.Named("http").WithOptions(zap.IncreaseLevel(zap.WarnLevel))),
+	}
+	if el, err := zap.NewStdLogAt(log.Named("http"), zap.WarnLevel); err == nil {
+		srv.ErrorLog = el
 	}
 	srv.RegisterOnShutdown(cancelBase) // ends long-polls and streams at once
 	serveErr := make(chan error, 1)

@@ -41,7 +41,13 @@ func (e *DecodeError) Error() string {
 // malformed body has an empty path. The module is checked on its own (name, kind, builtin
 // settings); its place in the running configuration (tier, keys, breaker) is checked by
 // cycle.Engine.Register.
-func DecodeModule(body []byte, opts ...BuildOption) (cycle.Registration, error) {
+//
+// Modules are built on the real clock; DecodeModuleWith takes build options (the engine's
+// clock), and Reloader.DecodeModule uses the Reloader's.
+func DecodeModule(body []byte) (cycle.Registration, error) { return DecodeModuleWith(body) }
+
+// DecodeModuleWith is DecodeModule with build options (WithClock, WithRand).
+func DecodeModuleWith(body []byte, opts ...BuildOption) (cycle.Registration, error) {
 	o := buildOptions{}
 	for _, op := range opts {
 		op.apply(&o)

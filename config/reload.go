@@ -243,7 +243,7 @@ func (r *Reloader) View() any {
 
 // DecodeModule is DecodeModule with the Reloader's build options (the engine's clock).
 func (r *Reloader) DecodeModule(body []byte) (cycle.Registration, error) {
-	return DecodeModule(body, r.buildOpts...)
+	return DecodeModuleWith(body, r.buildOpts...)
 }
 
 // Watch reloads (trigger "file") whenever the configuration file changes, until ctx ends.

@@ -181,10 +181,10 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 		add("cycle.overrun", "unknown overrun policy")
 	}
 	if cfg.History < 0 {
-		add("cycle.history", "must be >= 1")
+		add("cycle.history", "must be >= 0 (0 means 1000)")
 	}
 	if cfg.Emergency.RecoverAfter < 0 {
-		add("emergency.recover_after", "must be >= 1")
+		add("emergency.recover_after", "must be >= 0 (0 means 3)")
 	}
 	if cfg.DefaultTTL < 0 {
 		add("lastgood.default_ttl", "must be > 0")
@@ -211,6 +211,23 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 	}
 	plan, tps := tiers.Validate(tc)
 	ps = append(ps, tps...)
+	// An emergency-only module in a tier that emergency mode skips can never run.
+	skipped := make(map[string]bool)
+	if cfg.Emergency.SkipTiers == nil {
+		for i, t := range c.Tiers {
+			skipped[t.Name] = i > 0
+		}
+	} else {
+		for _, n := range cfg.Emergency.SkipTiers {
+			skipped[n] = true
+		}
+	}
+	for i, m := range mods {
+		if m.Spec.Emergency && skipped[m.Spec.Tier] {
+			ps = append(ps, tiers.Problem{Path: fmt.Sprintf("modules[%d].emergency", i), Warning: true,
+				Message: fmt.Sprintf("emergency-only module in tier %q, which emergency mode skips: it never runs", m.Spec.Tier)})
+		}
+	}
 	if len(ps.Errors()) > 0 {
 		return nil, ps
 	}

@@ -48,7 +48,9 @@ type ModuleEvent struct {
 }
 
 // Hooks are observer callbacks. Nil fields are not called. They run synchronously on the
-// engine's goroutines and must not block.
+// engine's goroutines (OnBreaker also on whichever goroutine moved the breaker, which can
+// be an API reader half-opening it lazily) and must not block: a consumer that does I/O
+// hands the event to its own queue.
 type Hooks struct {
 	// OnTick receives every summary once it is published.
 	OnTick func(*faultsummary.Summary)

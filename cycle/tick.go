@@ -265,17 +265,19 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 		rt := mods[j]
 		i := rt.idx
 		ln := &s.Modules[i]
+		if ln.Attempts > 1 {
+			if s.RetryCounts == nil {
+				s.RetryCounts = make(map[string]int)
+			}
+			s.RetryCounts[rt.name] = ln.Attempts - 1
+		}
 		var failedNow bool
 		switch ln.Status {
 		case faultsummary.StatusSkipped, faultsummary.StatusNotDue:
 			e.serveFallback(s, ln, rt, ti, tickStart, false, false)
 			continue
-		case faultsummary.StatusRetried:
-			if s.RetryCounts == nil {
-				s.RetryCounts = make(map[string]int)
-			}
-			s.RetryCounts[rt.name] = ln.Attempts - 1
-			continue
+		case faultsummary.StatusRetried, faultsummary.StatusProbeOK:
+			continue // success: the retry count is all there is to do
 		case faultsummary.StatusBusy:
 			failedNow = true
 			if p := rt.br.Acquire(); p.Allowed() {
@@ -307,12 +309,6 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 			}
 		default: // ran and did not succeed: failed, probe_failed, or ok with a control kind
 			kind, p := e.kinds[i], rt.w.permit
-			if s.RetryCounts == nil && ln.Attempts > 1 {
-				s.RetryCounts = make(map[string]int)
-			}
-			if ln.Attempts > 1 {
-				s.RetryCounts[rt.name] = ln.Attempts - 1
-			}
 			switch {
 			case kind == fault.KindControl:
 				rt.br.Release(p)

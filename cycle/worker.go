@@ -379,6 +379,9 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 	switch {
 	case probe:
 		ln.Status = faultsummary.StatusProbeOK
+		if r.res.Attempts > 1 {
+			tr.exception(tr.indexOf(rt)) // for retry_counts
+		}
 	case r.res.Attempts > 1:
 		ln.Status = faultsummary.StatusRetried
 		tr.exception(tr.indexOf(rt))

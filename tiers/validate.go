@@ -366,10 +366,10 @@ func checkBackoff(p string, t Tier, add func(string, string, ...any)) {
 	if b.Max < 0 {
 		add(p+".max", "must be >= 0")
 	}
-	if b.Factor != 0 && b.Factor < 1 {
+	if b.Factor != 0 && !(b.Factor >= 1) { // also rejects NaN
 		add(p+".factor", "must be >= 1")
 	}
-	if b.Jitter < 0 || b.Jitter > 1 {
+	if !(b.Jitter >= 0 && b.Jitter <= 1) { // also rejects NaN
 		add(p+".jitter", "must be between 0 and 1")
 	}
 }

@@ -406,10 +406,16 @@ func (e *Engine) applyLocked(st *state) {
 			rt.w.setModule(rt)
 		}
 	}
+	keys := make(map[string]bool, n)
+	for _, rt := range st.lines {
+		keys[rt.key] = true
+	}
 	for _, m := range oldRT {
 		m.w.stop()
-		e.lg.Delete(m.key)
-		e.board.Remove(m.key)
+		if !keys[m.key] { // a key still written (by a new implementation) keeps its history
+			e.lg.Delete(m.key)
+			e.board.Remove(m.key)
+		}
 	}
 	e.kinds = make([]fault.Kind, n)
 	e.errs = make([]error, n)

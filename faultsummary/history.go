@@ -4,7 +4,17 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cycled/cycled/blackboard"
 )
+
+// KeepWhole is how many of the newest summaries a History keeps whole. Older ones are
+// stored compactly: the module lines that are plain successes (status ok, one attempt, a
+// live value, a closed circuit, no fault) are dropped and rebuilt on read from the roster
+// of modules, without their latency (0), their value and their write time; such a
+// summary reads back with Compacted set. The rest of the summary is kept as it was. This
+// bounds the memory of a long history of a large cycle by its failures, not by its size.
+const KeepWhole = 64
 
 // History is the bounded history of recent summaries. Latest is lock-free; Append never
 // blocks on readers.
@@ -16,6 +26,8 @@ type History struct {
 	next    int           // guarded by mu; index of the next write
 	count   int           // guarded by mu
 	changed chan struct{} // guarded by mu; closed and replaced on every Append
+
+	roster *roster // the roster of the last compaction; used by Append only (one writer)
 }
 
 // NewHistory returns a history that keeps the last n summaries (n < 1 means 1).
@@ -44,8 +56,100 @@ func (h *History) Append(s *Summary) {
 	h.latest.Store(s)
 	ch := h.changed
 	h.changed = make(chan struct{})
+	var victim *Summary
+	slot := -1
+	if n := len(h.ring); h.count > KeepWhole {
+		slot = (h.next - 1 - KeepWhole + 2*n) % n
+		victim = h.ring[slot]
+	}
 	h.mu.Unlock()
 	close(ch)
+
+	// Compact the summary that just left the whole window, outside the lock: published
+	// summaries are immutable, readers holding it keep their copy.
+	if victim != nil && victim.packed == nil {
+		c := h.compact(victim)
+		h.mu.Lock()
+		if h.ring[slot] == victim {
+			h.ring[slot] = c
+		}
+		h.mu.Unlock()
+	}
+}
+
+// packing is how a compacted summary's module lines are rebuilt.
+type packing struct {
+	roster *roster
+	idx    []int32 // positions of the lines kept in Modules
+}
+
+type roster struct {
+	lines []rosterLine
+}
+
+type rosterLine struct {
+	name, tier, breaker, key string
+	tierIndex                int
+}
+
+// plain reports whether a line carries nothing but its identity and its latency.
+func plain(m *Module) bool {
+	return m.Status == StatusOK && m.Attempts == 1 && m.FaultKind == "" && m.Error == "" &&
+		m.CircuitState == "closed" && !m.UsingFallback && m.Served.Source == blackboard.Live &&
+		!m.Served.Stale && !m.Served.Expired && !m.Served.DerivedFromStale && m.Served.AgeMs == 0
+}
+
+func (h *History) compact(s *Summary) *Summary {
+	r := h.roster
+	if r == nil || len(r.lines) != len(s.Modules) || !r.matches(s.Modules) {
+		r = &roster{lines: make([]rosterLine, len(s.Modules))}
+		for i := range s.Modules {
+			m := &s.Modules[i]
+			r.lines[i] = rosterLine{name: m.Name, tier: m.Tier, breaker: m.Breaker, key: m.Served.Key, tierIndex: m.TierIndex}
+		}
+		h.roster = r
+	}
+	c := *s
+	c.Compacted = true
+	c.Modules = nil
+	p := &packing{roster: r}
+	for i := range s.Modules {
+		if !plain(&s.Modules[i]) {
+			c.Modules = append(c.Modules, s.Modules[i])
+			p.idx = append(p.idx, int32(i))
+		}
+	}
+	c.packed = p
+	return &c
+}
+
+func (r *roster) matches(ms []Module) bool {
+	for i := range ms {
+		l, m := &r.lines[i], &ms[i]
+		if l.name != m.Name || l.tier != m.Tier || l.breaker != m.Breaker || l.key != m.Served.Key || l.tierIndex != m.TierIndex {
+			return false
+		}
+	}
+	return true
+}
+
+// expand rebuilds a compacted summary (others are returned as they are).
+func expand(c *Summary) *Summary {
+	if c == nil || c.packed == nil {
+		return c
+	}
+	p := c.packed
+	s := *c
+	s.packed = nil
+	s.Modules = make([]Module, len(p.roster.lines))
+	for i, l := range p.roster.lines {
+		s.Modules[i] = Module{Name: l.name, Tier: l.tier, TierIndex: l.tierIndex, Status: StatusOK, Attempts: 1,
+			Breaker: l.breaker, CircuitState: "closed", Served: Served{Key: l.key, Source: blackboard.Live}}
+	}
+	for k, i := range p.idx {
+		s.Modules[i] = c.Modules[k]
+	}
+	return &s
 }
 
 // Latest returns the newest summary, or nil before the first tick. It takes no lock.
@@ -69,13 +173,13 @@ func (h *History) Get(id uint64) (*Summary, bool) {
 	// With consecutive ids the position can be computed.
 	if back := newest.TickID - id; back < uint64(h.count) {
 		if s := h.ring[(h.next-1-int(back)+2*n)%n]; s.TickID == id {
-			return s, true
+			return expand(s), true
 		}
 	}
 	// Ids with gaps: scan.
 	for _, x := range h.ring {
 		if x != nil && x.TickID == id {
-			return x, true
+			return expand(x), true
 		}
 	}
 	return nil, false
@@ -94,7 +198,7 @@ func (h *History) List(limit int, before uint64) []*Summary {
 		if before != 0 && s.TickID >= before {
 			continue
 		}
-		out = append(out, s)
+		out = append(out, expand(s))
 	}
 	return out
 }

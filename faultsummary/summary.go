@@ -167,6 +167,11 @@ type Summary struct {
 	HalfOpenCircuits  []string       `json:"half_open_circuits"`
 	DegradedKeys      []string       `json:"degraded_keys"`
 	BudgetViolations  []string       `json:"budget_violations"`
+	// Compacted marks a summary read back from the compact part of the history: its plain
+	// successful module lines were rebuilt without their latency (see KeepWhole).
+	Compacted bool `json:"compacted,omitempty"`
+
+	packed *packing // set on the compact copy kept in a History
 }
 
 // Module returns the line of the named module.

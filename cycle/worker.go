@@ -23,10 +23,10 @@ import (
 //
 // A small pool of runner goroutines (about one per core) claims the tier's modules in
 // chunks. For each module a runner decides admission (emergency-only, not due, busy,
-// breaker), and then either runs it inline, when the module has proved fast (its last
-// fastStreak runs each took less than fastLatency), or hands it to the module's dedicated
-// goroutine (new, slow or blocking modules), so that blocking modules still run fully
-// concurrently. The goroutine that ran a module commits a success itself (breaker,
+// breaker), and then either runs it inline, when the module is fast (new modules are
+// presumed fast; after a slow run, fastStreak consecutive runs under fastLatency make it
+// fast again), or hands it to the module's dedicated goroutine (slow or blocking
+// modules), so that blocking modules still run fully concurrently. The goroutine that ran a module commits a success itself (breaker,
 // last-known-good, blackboard, summary line); everything else is left to the engine as an
 // exception, handled serially once the tier is over. Should a fast module block
 // unexpectedly, the engine sees the tier make no progress for stallCheck and wakes more
@@ -189,6 +189,10 @@ type worker struct {
 
 func (e *Engine) newWorker(rt *modRT) *worker {
 	w := &worker{e: e}
+	// A new module is presumed fast: a cycle of 100 000 modules must not start 100 000
+	// goroutines on its first tick. One slow run moves it to its own goroutine, and the
+	// stall check keeps a blocking first run from holding the others.
+	w.fast.Store(fastStreak)
 	w.attemptFn = w.attempt
 	w.mod.Store(rt)
 	return w

@@ -107,8 +107,8 @@ type state struct {
 // modRT is a module's runtime: its worker, breaker and last outcome.
 type modRT struct {
 	name    string
-	spec    tiers.ModuleSpec
-	planned tiers.PlannedModule
+	spec    *tiers.ModuleSpec      // points into the plan
+	planned *tiers.PlannedModule
 	key     string
 	mod     tiers.Module
 	origin  Origin
@@ -355,9 +355,10 @@ func (e *Engine) applyLocked(st *state) {
 		want[name] = s
 	}
 	st.tierMods = make([][]*modRT, len(st.cfg.Tiers))
-	for _, pm := range st.plan.Modules {
+	for i := range st.plan.Modules {
+		pm := &st.plan.Modules[i]
 		reg := st.regs[pm.Spec.Name]
-		rt := &modRT{name: pm.Spec.Name, spec: pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.Module, origin: reg.Origin}
+		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.Module, origin: reg.Origin}
 		if pm.Spec.Breaker != "" {
 			rt.brName = pm.Spec.Breaker
 		} else {
@@ -523,7 +524,7 @@ func (e *Engine) Modules() []ModuleInfo {
 	for _, ms := range st.tierMods {
 		for _, rt := range ms {
 			seen[rt.name] = true
-			mi := ModuleInfo{Spec: rt.spec, TierIndex: rt.planned.TierIndex, Attempts: rt.planned.Attempts,
+			mi := ModuleInfo{Spec: *rt.spec, TierIndex: rt.planned.TierIndex, Attempts: rt.planned.Attempts,
 				Policy: rt.planned.Policy, Origin: rt.origin, Module: rt.mod, Busy: rt.w.running.Load(),
 				LastGood: e.lg.Get(rt.key, now)}
 			if s := latest; s != nil {

@@ -317,7 +317,7 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	rt := w.mod.Load()
 	if w.in == nil || !sameModule(w.m, rt.mod) || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
-		w.in = tiers.NewInput(w.e.board, rt.spec, rt.planned.TierIndex)
+		w.in = tiers.NewInput(w.e.board, *rt.spec, rt.planned.TierIndex)
 		w.m = rt.mod
 	}
 	if start.IsZero() {

@@ -8,13 +8,26 @@ import (
 	"github.com/cycled/cycled/blackboard"
 )
 
-// KeepWhole is how many of the newest summaries a History keeps whole. Older ones are
-// stored compactly: the module lines that are plain successes (status ok, one attempt, a
-// live value, a closed circuit, no fault) are dropped and rebuilt on read from the roster
-// of modules, without their latency (0), their value and their write time; such a
-// summary reads back with Compacted set. The rest of the summary is kept as it was. This
-// bounds the memory of a long history of a large cycle by its failures, not by its size.
-const KeepWhole = 64
+// KeepWhole is the most summaries a History keeps whole; it keeps fewer for large cycles,
+// so that the whole summaries hold at most WholeLines module lines in all (and at least
+// the newest one is whole). Older summaries are stored compactly: the module lines that
+// are plain successes (status ok, one attempt, a live value, a closed circuit, no fault)
+// are dropped and rebuilt on read from the roster of modules, without their latency (0),
+// value and write time; such a summary reads back with Compacted set. The rest of the
+// summary is kept as it was. This bounds the memory of a long history of a large cycle by
+// its failures, not by its size.
+const (
+	KeepWhole  = 64
+	WholeLines = 200_000
+)
+
+// keepWhole returns how many summaries of n module lines are kept whole.
+func keepWhole(n int) int {
+	if n <= 0 {
+		return KeepWhole
+	}
+	return max(1, min(KeepWhole, WholeLines/n))
+}
 
 // History is the bounded history of recent summaries. Latest is lock-free; Append never
 // blocks on readers.
@@ -58,8 +71,8 @@ func (h *History) Append(s *Summary) {
 	h.changed = make(chan struct{})
 	var victim *Summary
 	slot := -1
-	if n := len(h.ring); h.count > KeepWhole {
-		slot = (h.next - 1 - KeepWhole + 2*n) % n
+	if n, k := len(h.ring), keepWhole(len(s.Modules)); h.count > k {
+		slot = (h.next - 1 - k + 2*n) % n
 		victim = h.ring[slot]
 	}
 	h.mu.Unlock()

@@ -107,7 +107,7 @@ type state struct {
 // modRT is a module's runtime: its worker, breaker and last outcome.
 type modRT struct {
 	name    string
-	spec    *tiers.ModuleSpec      // points into the plan
+	spec    *tiers.ModuleSpec // points into the plan
 	planned *tiers.PlannedModule
 	key     string
 	mod     tiers.Module

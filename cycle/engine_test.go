@@ -694,3 +694,47 @@ func TestModuleFuncSurvivesReloadAndRegister(t *testing.T) {
 		}
 	})
 }
+
+// Leaving emergency mode needs ticks in which every due safety module succeeded: a safety
+// module failing under the abort policy does not enter emergency, but it does not count
+// as healthy either.
+func TestEmergencyRecoveryNeedsEverySafetyModule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var guardFails, gateFails atomic.Bool
+		guard := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if guardFails.Load() {
+				return nil, fault.Validation(errBoom)
+			}
+			return 1, nil
+		}}
+		gate := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if gateFails.Load() {
+				return nil, fault.Validation(errBoom)
+			}
+			return 1, nil
+		}}
+		e := newEngine(t, Config{Emergency: EmergencyConfig{RecoverAfter: 2}}, []Registration{
+			reg("guard", "safety", guard),
+			reg("gate", "safety", gate, func(s *tiers.ModuleSpec) { s.Policy = tiers.Abort }),
+		})
+		gateFails.Store(true)
+		if s := tick(t, e); s.EmergencyMode || s.Finish != faultsummary.ShortCircuited {
+			t.Fatalf("an abort-policy safety failure must short-circuit, not enter emergency: %+v", s.Emergency)
+		}
+		guardFails.Store(true)
+		if s := tick(t, e); !s.EmergencyMode {
+			t.Fatal("guard failure did not enter emergency")
+		}
+		guardFails.Store(false)
+		for i := 0; i < 3; i++ {
+			if s := tick(t, e); !s.EmergencyMode || s.Emergency.HealthyTicks != 0 {
+				t.Fatalf("gate still fails: healthy_ticks %d, emergency %v", s.Emergency.HealthyTicks, s.EmergencyMode)
+			}
+		}
+		gateFails.Store(false)
+		tick(t, e)
+		if s := tick(t, e); s.EmergencyMode {
+			t.Fatal("no recovery after two fully healthy ticks")
+		}
+	})
+}

@@ -29,7 +29,7 @@ func (e statusError) Error() string { return string(e) }
 
 const (
 	errBusy      statusError = "still running from an earlier tick (ignored its context)"
-	errAbandoned statusError = "abandoned at the tier deadline (ignored its context)"
+	errAbandoned statusError = "still running at the tier deadline: abandoned, its late result discarded"
 	errOpenFail  statusError = "circuit breaker is open (on_open: fail)"
 	errUnstarted statusError = "not started before the tier deadline"
 )
@@ -109,7 +109,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		default:
 			out := e.runTier(ctx, st, ti, id, start, s)
 			if ti == 0 {
-				e.evalEmergency(st, id, out.safetyFailed, out.safetyReason)
+				e.evalEmergency(st, id, out.safetyFailed, safetyHealthy(s, st.tierMods[0]), out.safetyReason)
 			}
 			switch {
 			case out.abort:
@@ -430,7 +430,21 @@ func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 	}
 }
 
-func (e *Engine) evalEmergency(st *state, id uint64, failed bool, reason string) {
+// safetyHealthy reports whether every safety module that was due succeeded: the ticks
+// that count towards leaving emergency mode.
+func safetyHealthy(s *faultsummary.Summary, mods []*modRT) bool {
+	for _, rt := range mods {
+		switch s.Modules[rt.idx].Status {
+		case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK,
+			faultsummary.StatusNotDue, faultsummary.StatusSkipped:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Engine) evalEmergency(st *state, id uint64, failed, healthy bool, reason string) {
 	em := &e.em
 	now := e.clock.Now()
 	if !em.active {
@@ -440,7 +454,7 @@ func (e *Engine) evalEmergency(st *state, id uint64, failed bool, reason string)
 		}
 		return
 	}
-	if failed {
+	if failed || !healthy {
 		em.healthy = 0
 		return
 	}

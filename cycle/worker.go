@@ -263,6 +263,10 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 	rt := tr.mods[j]
 	w := rt.w
 	old := w.phase.Load()
+	for old&7 == phCommitting && old>>3 < tr.tick {
+		runtime.Gosched() // an earlier run is writing its result: brief, no module code
+		old = w.phase.Load()
+	}
 	// A phase of this tick (or a later one, for a runner that outlived its tier) is not ours.
 	if old>>3 >= tr.tick || tr.closed.Load() || !w.phase.CompareAndSwap(old, phase(tr.tick, phAdmitting)) {
 		return t, notMine
@@ -341,9 +345,14 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	}
 	if w.phase.CompareAndSwap(phase(tr.tick, phRunning), phase(tr.tick, phCommitting)) {
 		w.report(tr, rt)
+		// Not busy any more before Done is visible: whoever sees Done (the engine at the
+		// deadline, the next admission) must not see the module still running. The next
+		// admission waits while the phase is Committing, so nothing overwrites Done early.
+		w.running.Store(false)
 		w.phase.Store(phase(tr.tick, phDone))
+	} else {
+		w.running.Store(false) // abandoned: the late result is discarded
 	}
-	w.running.Store(false)
 	return end
 }
 

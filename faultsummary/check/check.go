@@ -1071,9 +1071,16 @@ func (r *run) emergency() {
 	c, s := r.c, r.s
 	em := s.Emergency
 	safetyFailed, by := false, ""
+	healthyTick := true // every safety module that was due succeeded
 	if len(r.byTier) > 0 {
 		for _, j := range r.byTier[0] {
 			m := &s.Modules[j]
+			switch m.Status {
+			case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK,
+				faultsummary.StatusNotDue, faultsummary.StatusSkipped:
+			default:
+				healthyTick = false
+			}
 			if mc := r.cfgOf[j]; mc != nil && mc.Policy != tiers.Abort && failedNow(m, mc) && !safetyFailed {
 				safetyFailed, by = true, m.Name+" "+string(m.Status)
 			}
@@ -1117,7 +1124,7 @@ func (r *run) emergency() {
 		healthy         int
 	}
 	step := func(latched bool, healthy int) outcome {
-		if safetyFailed {
+		if safetyFailed || !healthyTick {
 			return outcome{true, latched, 0}
 		}
 		healthy++

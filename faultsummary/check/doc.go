@@ -86,7 +86,7 @@
 //	                        healthy ticks; emergency starts only on such a tick, with
 //	                        since_tick = that tick, latched = latch and a reason; since_tick
 //	                        and the reason do not change while it lasts
-//	emergency_leave         a tick without safety failure is healthy; emergency ends exactly
+//	emergency_leave         a tick in which every due safety module succeeded is healthy; emergency ends exactly
 //	                        on the recover_after-th consecutive healthy tick (healthy_ticks
 //	                        counts them), never while latched; an operator reset
 //	                        (ResetEmergency) unlatches and restarts the count; ended_tick

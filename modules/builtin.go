@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 
@@ -17,12 +18,14 @@ import (
 // operator can tell an injected fault from a real one with errors.Is.
 var ErrInjected = errors.New("injected fault")
 
-// Option configures a Builtin.
+// Option configures a module built by this package (NewBuiltin, NewHTTP). An option that
+// does not concern a kind is ignored by it.
 type Option interface{ apply(*options) }
 
 type options struct {
-	clock clock.Clock
-	rand  func() float64
+	clock  clock.Clock
+	rand   func() float64
+	client *http.Client
 }
 
 type optionFunc func(*options)

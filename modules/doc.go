@@ -10,5 +10,9 @@
 // Every wait of a Builtin uses an injected clock.Clock, so a Builtin behaves the same on
 // the wall clock, inside a testing/synctest bubble and on a clock.Fake.
 //
-// The remote http kind of DESIGN.md is not implemented yet.
+// The http kind (HTTP) is a remote module: every attempt POSTs the tick's identity, the
+// attempt's deadline and the module's inputs (the keys it reads, with their provenance and
+// quality flags) as JSON to a URL, and classifies the answer into a value or a fault kind
+// (see HTTP for the protocol). HTTP modules share one keep-alive client (SharedClient,
+// made by NewClient) unless WithClient gives another.
 package modules

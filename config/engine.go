@@ -131,7 +131,7 @@ func (m ModuleConfig) check(p string) tiers.Problems {
 	switch m.Kind {
 	case KindBuiltin:
 		if m.HTTP != nil {
-			add(join(p, "http"), "only valid with kind: http")
+			add(join(p, "http"), "only valid with kind: http (add kind: http)")
 		}
 		if m.Builtin != nil {
 			for _, q := range m.Builtin.Faults.Validate() {
@@ -139,9 +139,15 @@ func (m ModuleConfig) check(p string) tiers.Problems {
 			}
 		}
 	case KindHTTP:
-		add(join(p, "kind"), "http modules are not supported yet")
 		if m.Builtin != nil {
 			add(join(p, "builtin"), "only valid with kind: builtin")
+		}
+		var hs modules.HTTPSettings
+		if m.HTTP != nil {
+			hs = m.HTTP.settings()
+		}
+		for _, q := range hs.Validate() {
+			add(sub(join(p, "http"), q.Path), "%s", q.Message)
 		}
 	default:
 		add(join(p, "kind"), "unknown kind %q (want builtin or http)", m.Kind)
@@ -274,7 +280,11 @@ var unbuildable = tiers.ModuleFunc(func(ctx context.Context, _ *tiers.Input) (an
 // registration builds m; p prefixes the paths of its problems.
 func (m ModuleConfig) registration(p string, o buildOptions) (cycle.Registration, tiers.Problems) {
 	reg := cycle.Registration{Spec: m.Spec(), Module: unbuildable}
-	if m.Kind != KindBuiltin {
+	switch m.Kind {
+	case KindBuiltin:
+	case KindHTTP:
+		return m.httpRegistration(reg, p, o)
+	default:
 		return reg, nil // check reports the kind
 	}
 	var s modules.Settings
@@ -306,5 +316,47 @@ func (m ModuleConfig) registration(p string, o buildOptions) (cycle.Registration
 // normalized returns s as a Builtin stores it, for comparing settings.
 func normalized(s modules.Settings) modules.Settings {
 	s.Faults.FailKind = s.Faults.Kind()
+	return s
+}
+
+// settings returns the module package's settings of c.
+func (c HTTPModuleConfig) settings() modules.HTTPSettings {
+	return modules.HTTPSettings{URL: c.URL, MaxBody: int64(c.MaxBody), Timeout: c.Timeout}
+}
+
+// httpRegistration builds an http module into reg; p prefixes the paths of its problems.
+// A reload that keeps a module's http settings keeps its instance (and so its worker).
+func (m ModuleConfig) httpRegistration(reg cycle.Registration, p string, o buildOptions) (cycle.Registration, tiers.Problems) {
+	var hs modules.HTTPSettings
+	if m.HTTP != nil {
+		hs = m.HTTP.settings()
+	}
+	for _, old := range o.reuse {
+		if h, ok := old.Module.(*modules.HTTP); ok && old.Spec.Name == m.Name && h.Settings() == withHTTPDefaults(hs) {
+			reg.Module = h
+			return reg, nil
+		}
+	}
+	h, err := modules.NewHTTP(hs, modules.WithClock(o.clock))
+	if err != nil {
+		var ve *tiers.ValidationError
+		if errors.As(err, &ve) {
+			var ps tiers.Problems
+			for _, q := range ve.Problems {
+				ps = append(ps, tiers.Problem{Path: sub(join(p, "http"), q.Path), Message: q.Message})
+			}
+			return reg, ps
+		}
+		return reg, tiers.Problems{{Path: join(p, "http"), Message: err.Error()}}
+	}
+	reg.Module = h
+	return reg, nil
+}
+
+// withHTTPDefaults returns s as an HTTP module stores it, for comparing settings.
+func withHTTPDefaults(s modules.HTTPSettings) modules.HTTPSettings {
+	if s.MaxBody == 0 {
+		s.MaxBody = modules.DefaultMaxBody
+	}
 	return s
 }

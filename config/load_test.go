@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cycled/cycled/config"
+	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -252,8 +254,21 @@ modules:
 `, []string{"cycle.period", "tiers[0].budegt", "modules[0].builtin.fail_rate", "tiers[1].budget"}, ""},
 		{"budget must be positive", "tiers:\n  - {name: safety, budget: 0s}\n", []string{"tiers[0].budget"}, "must be > 0"},
 		{"wrong shapes", "tiers: {name: safety}\nmodules: [1]\n", []string{"tiers", "modules[0]"}, "want a list"},
-		{"http kind not supported", "modules:\n  - {name: planner, tier: planning, kind: http, http: {url: 'http://x', max_body: 1MiB}}\n",
-			[]string{"modules[0].kind"}, "http modules are not supported yet"},
+		{"http url", `
+modules:
+  - {name: a, tier: planning, kind: http, http: {url: 'ftp://x/'}}
+  - {name: b, tier: planning, kind: http, http: {url: '/tick'}}
+  - {name: c, tier: planning, kind: http}
+  - {name: d, tier: planning, kind: http, http: {url: 'http://u:pw@x/'}}
+`, []string{"modules[0].http.url", "modules[1].http.url", "modules[2].http.url", "modules[3].http.url"}, `scheme "ftp" is not supported`},
+		{"http limits", "modules:\n  - {name: p, tier: planning, kind: http, http: {url: 'https://x', max_body: 1GiB, timeout: -1s}}\n",
+			[]string{"modules[0].http.max_body", "modules[0].http.timeout"}, "at most 64MiB"},
+		{"http shapes", "modules:\n  - {name: p, tier: planning, kind: http, http: {url: 'http://x', max_body: lots, retries: 2}}\n",
+			[]string{"modules[0].http.max_body", "modules[0].http.retries"}, "invalid size"},
+		{"http with builtin settings", "modules:\n  - {name: p, tier: planning, kind: http, http: {url: 'http://x'}, builtin: {value: 1}}\n",
+			[]string{"modules[0].builtin"}, "only valid with kind: builtin"},
+		{"http settings without the kind", "modules:\n  - {name: p, tier: planning, http: {url: 'http://x'}}\n",
+			[]string{"modules[0].http"}, "only valid with kind: http"},
 		{"unknown kind", "modules:\n  - {name: m, tier: planning, kind: grpc}\n", []string{"modules[0].kind"}, "unknown kind"},
 		{"builtin ranges", `
 modules:
@@ -362,6 +377,34 @@ func TestRedacted(t *testing.T) {
 	b, _ = json.Marshal(c2.Redacted())
 	if !strings.Contains(string(b), `"admin_token":""`) {
 		t.Fatalf("unset token shown as %s", b)
+	}
+}
+
+func TestEngineConversionHTTP(t *testing.T) {
+	c := mustLoad(t, `
+modules:
+  - {name: p, tier: planning, kind: http, reads: [x.result], http: {url: 'https://planner.internal:8443/tick?v=2', timeout: 30ms}}
+  - {name: q, tier: planning, kind: http, http: {url: 'http://127.0.0.1:9000', max_body: 512KiB}}
+  - {name: x, tier: safety}
+`)
+	ec, regs, ps := c.Engine()
+	if len(ps) != 0 {
+		t.Fatal(ps)
+	}
+	if _, ps := cycle.Validate(ec, regs); len(ps.Errors()) != 0 {
+		t.Fatal(ps)
+	}
+	p, ok := regs[0].Module.(*modules.HTTP)
+	if !ok || p.Settings() != (modules.HTTPSettings{URL: "https://planner.internal:8443/tick?v=2", MaxBody: 1 << 20, Timeout: 30 * time.Millisecond}) {
+		t.Fatalf("p: %T %+v", regs[0].Module, p)
+	}
+	if q := regs[1].Module.(*modules.HTTP); q.Settings().MaxBody != 512<<10 {
+		t.Fatalf("q: %+v", q.Settings())
+	}
+	// The effective configuration shows the default max_body.
+	b, _ := json.Marshal(c.Redacted())
+	if !strings.Contains(string(b), `"max_body":"1MiB"`) || !strings.Contains(string(b), `"kind":"http"`) {
+		t.Fatalf("redacted %s", b)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -34,13 +35,15 @@ func (e *DecodeError) Error() string {
 
 // DecodeModule decodes one module from a JSON object with exactly the field names of an
 // item of "modules" in the configuration file ({"name": "probe", "tier": "perception",
-// "builtin": {"latency": "2ms"}}) and builds it. Decoding is strict: a malformed body, an
-// unknown field or a value of the wrong type gives a *DecodeError; a well-formed module
-// with invalid values (a duration that does not parse, fail_rate 2, kind http) gives a
-// *tiers.ValidationError. Paths are relative to the object ("builtin.fail_rate"); a
-// malformed body has an empty path. The module is checked on its own (name, kind, builtin
-// settings); its place in the running configuration (tier, keys, breaker) is checked by
-// cycle.Engine.Register.
+// "builtin": {"latency": "2ms"}}, or {"name": "planner", "tier": "planning", "kind":
+// "http", "http": {"url": "http://127.0.0.1:9000/tick"}}) and builds it. Decoding is
+// strict: a malformed body, an unknown field or a value of the wrong type gives a
+// *DecodeError; a well-formed module with invalid values (a duration that does not parse,
+// fail_rate 2, an http.url that is not an absolute http or https URL) gives a
+// *tiers.ValidationError. Paths are relative to the object ("builtin.fail_rate",
+// "http.url"); a malformed body has an empty path. The module is checked on its own
+// (name, kind, builtin or http settings); its place in the running configuration (tier,
+// keys, breaker) is checked by cycle.Engine.Register.
 //
 // Modules are built on the real clock; DecodeModuleWith takes build options (the engine's
 // clock), and Reloader.DecodeModule uses the Reloader's.
@@ -86,6 +89,9 @@ func decodeModuleConfig(body []byte) (ModuleConfig, error) {
 	d.decode(n, reflect.ValueOf(&m).Elem(), "")
 	if m.Builtin != nil {
 		m.Builtin.Faults.FailKind = m.Builtin.Faults.Kind()
+	}
+	if m.HTTP != nil && m.HTTP.MaxBody == 0 {
+		m.HTTP.MaxBody = modules.DefaultMaxBody
 	}
 	ps := d.problems
 	if m.Name == "" && !d.present["name"] {

@@ -41,6 +41,29 @@ func TestDecodeModule(t *testing.T) {
 	}
 }
 
+func TestDecodeModuleHTTP(t *testing.T) {
+	reg, err := config.DecodeModule([]byte(`{"name": "planner", "tier": "planning", "kind": "http", "reads": ["map.result"],
+		"http": {"url": "http://127.0.0.1:9000/tick", "timeout": "40ms"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := reg.Module.(*modules.HTTP)
+	if !ok {
+		t.Fatalf("module %T, want *modules.HTTP", reg.Module)
+	}
+	want := modules.HTTPSettings{URL: "http://127.0.0.1:9000/tick", MaxBody: modules.DefaultMaxBody, Timeout: 40 * time.Millisecond}
+	if h.Settings() != want || !slices.Equal(reg.Spec.Reads, []string{"map.result"}) {
+		t.Fatalf("settings %+v, spec %+v", h.Settings(), reg.Spec)
+	}
+	reg, err = config.DecodeModule([]byte(`{"name": "p", "tier": "planning", "kind": "http", "http": {"url": "https://x/", "max_body": 4096}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := reg.Module.(*modules.HTTP); h.Settings().MaxBody != 4096 {
+		t.Fatalf("max_body %d", h.Settings().MaxBody)
+	}
+}
+
 func TestDecodeModuleRejections(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -55,7 +78,14 @@ func TestDecodeModuleRejections(t *testing.T) {
 			[]string{"ttl", "builtin.latency", "builtin.fail_rate"}, false},
 		{"missing name", `{"tier": "safety"}`, []string{"name"}, false},
 		{"bad name", `{"name": "a b", "tier": "safety"}`, []string{"name"}, false},
-		{"http kind", `{"name": "m", "tier": "safety", "kind": "http", "http": {"url": "http://x"}}`, []string{"kind"}, false},
+		{"http url", `{"name": "m", "tier": "safety", "kind": "http", "http": {"url": "localhost:9000"}}`, []string{"http.url"}, false},
+		{"http without url", `{"name": "m", "tier": "safety", "kind": "http", "http": {"max_body": "1KiB"}}`, []string{"http.url"}, false},
+		{"http without settings", `{"name": "m", "tier": "safety", "kind": "http"}`, []string{"http.url"}, false},
+		{"http limits", `{"name": "m", "kind": "http", "http": {"url": "http://x", "max_body": "1GiB", "timeout": "-1s"}}`,
+			[]string{"http.max_body", "http.timeout"}, false},
+		{"http unknown field", `{"name": "m", "kind": "http", "http": {"url": "http://x", "headers": {}}}`, []string{"http.headers"}, true},
+		{"http wrong type", `{"name": "m", "kind": "http", "http": {"url": ["http://x"]}}`, []string{"http.url"}, true},
+		{"unknown kind", `{"name": "m", "kind": "grpc"}`, []string{"kind"}, false},
 		{"malformed", `{"name": `, []string{""}, true},
 		{"trailing", `{"name": "m"} x`, []string{""}, true},
 		{"duplicate key", `{"name": "m", "name": "n"}`, []string{""}, true},

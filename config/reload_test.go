@@ -192,3 +192,36 @@ func TestReloaderWatchesTheFile(t *testing.T) {
 		}
 	}
 }
+
+func TestReloaderKeepsUnchangedHTTPModules(t *testing.T) {
+	const mods = `  - {name: r, tier: planning, kind: http, http: {url: 'http://127.0.0.1:1/r'}}
+  - {name: s, tier: planning, kind: http, http: {url: 'http://127.0.0.1:1/s', max_body: 1KiB}}
+`
+	path := writeFile(t, "c.yaml", reloadBase+mods)
+	e, r := startFromFile(t, path)
+	instance := func(name string) *modules.HTTP {
+		m, _ := e.Module(name)
+		h, _ := m.Module.(*modules.HTTP)
+		return h
+	}
+	r0, s0 := instance("r"), instance("s")
+	if r0 == nil || s0 == nil {
+		t.Fatal("http modules not built")
+	}
+	changed := strings.Replace(mods, "max_body: 1KiB", "max_body: 2KiB", 1)
+	if err := os.WriteFile(path, []byte(reloadBase+changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if instance("r") != r0 {
+		t.Error("an unchanged http module was rebuilt")
+	}
+	if instance("s") == s0 || instance("s").Settings().MaxBody != 2048 {
+		t.Error("a changed http module kept its old instance")
+	}
+}

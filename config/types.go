@@ -129,7 +129,7 @@ type BreakerConfig struct {
 const (
 	// KindBuiltin is the builtin demo and fault-injection module (the default).
 	KindBuiltin = "builtin"
-	// KindHTTP is a remote module; not supported yet.
+	// KindHTTP is a remote module (modules.HTTP): one POST per attempt to http.url.
 	KindHTTP = "http"
 )
 
@@ -171,13 +171,17 @@ type ModuleConfig struct {
 	HTTP *HTTPModuleConfig `yaml:"http"`
 }
 
-// HTTPModuleConfig configures a remote module (kind http; not supported yet).
+// HTTPModuleConfig configures a remote module (kind http; see modules.HTTP for the
+// protocol).
 type HTTPModuleConfig struct {
-	// URL receives the module's POSTs.
+	// URL receives the module's POSTs: an absolute http:// or https:// URL without
+	// credentials. Required.
 	URL string `yaml:"url"`
-	// MaxBody caps the response body ("1MiB").
+	// MaxBody caps the answer read ("1MiB", the default; at most 64MiB). A longer answer
+	// is a downstream fault.
 	MaxBody ByteSize `yaml:"max_body"`
-	// Timeout caps one request (default: the time left in the tier budget).
+	// Timeout caps one attempt (default: the time left in the tier budget), so that a
+	// slow answer leaves time for a retry.
 	Timeout time.Duration `yaml:"timeout"`
 }
 
@@ -376,6 +380,9 @@ func (c *Config) resolve(present map[string]bool) {
 		}
 		if m.Builtin != nil {
 			m.Builtin.Faults.FailKind = m.Builtin.Faults.Kind()
+		}
+		if m.HTTP != nil && m.HTTP.MaxBody == 0 {
+			m.HTTP.MaxBody = modules.DefaultMaxBody
 		}
 	}
 }

@@ -140,6 +140,11 @@ type server struct {
 	ping    time.Duration
 	maxBody int64
 
+	// regMu serialises runtime registrations and deregistrations with their Registered
+	// and Deregistered callbacks, so that what the callbacks persist follows the engine's
+	// order (a DELETE racing a POST of the same module cannot resurrect it on restart).
+	regMu sync.Mutex
+
 	encMu sync.Mutex               // serialises encoding on a cache miss
 	enc   atomic.Pointer[encoding] // the latest summary's JSON
 }

@@ -209,14 +209,17 @@ func (s *server) postModule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, http.StatusBadRequest)
 		return
 	}
+	s.regMu.Lock()
 	index := len(s.e.Registrations()) // the new module's index in the engine's validation paths
 	if err := s.e.Register(reg); err != nil {
+		s.regMu.Unlock()
 		s.fail(w, r, relativePaths(err, index), http.StatusInternalServerError)
 		return
 	}
 	if s.opts.Registered != nil {
 		s.opts.Registered(reg, body)
 	}
+	s.regMu.Unlock()
 	name := reg.Spec.Name
 	w.Header().Set("Location", "/modules/"+url.PathEscape(name))
 	if m, ok := s.e.Module(name); ok {
@@ -253,7 +256,13 @@ func relativePaths(err error, index int) error {
 // tick boundary. Only runtime registrations can be removed (409 for configured modules).
 func (s *server) deleteModule(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	if err := s.e.Deregister(name); err != nil {
+	s.regMu.Lock()
+	err := s.e.Deregister(name)
+	if err == nil && s.opts.Deregistered != nil {
+		s.opts.Deregistered(name)
+	}
+	s.regMu.Unlock()
+	if err != nil {
 		if errors.Is(err, cycle.ErrNotRuntime) {
 			writeError(w, http.StatusConflict, apiError{Code: "not_runtime", Message: fmt.Sprintf(
 				"module %q comes from the configuration file; remove it there and reload (POST /config/reload)", name)})
@@ -261,9 +270,6 @@ func (s *server) deleteModule(w http.ResponseWriter, r *http.Request) {
 		}
 		s.fail(w, r, err, http.StatusInternalServerError)
 		return
-	}
-	if s.opts.Deregistered != nil {
-		s.opts.Deregistered(name)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -192,3 +192,74 @@ func TestRuntimeStore(t *testing.T) {
 		t.Fatal("a store without a directory kept something")
 	}
 }
+
+func TestRuntimeStoreCorruptFileMovedAside(t *testing.T) {
+	for name, content := range map[string]string{
+		"garbage":        "{not json",
+		"truncated":      `{"version": 1, "modules": [{"name": "a", "body": {"name": "a"`,
+		"null":           "null",
+		"wrong version":  `{"version": 7, "modules": []}`,
+		"unknown field":  `{"version": 1, "modules": [], "extra": 1}`,
+		"no name":        `{"version": 1, "modules": [{"body": {}}]}`,
+		"duplicate":      `{"version": 1, "modules": [{"name": "a", "body": {}}, {"name": "a", "body": {}}]}`,
+		"body not obj":   `{"version": 1, "modules": [{"name": "a", "body": 3}]}`,
+		"trailing data":  `{"version": 1, "modules": []} {}`,
+		"empty file":     ``,
+		"binary garbage": "\x00\xff\xfe",
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, stateFile)
+			if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := openStore(dir)
+			if err == nil || !strings.Contains(err.Error(), "corrupt") || !strings.Contains(err.Error(), "moved aside to") {
+				t.Fatalf("openStore = %v, want a corrupt-file error naming where it went", err)
+			}
+			if len(s.Saved()) != 0 {
+				t.Fatalf("restored %v from a corrupt file", s.Saved())
+			}
+			matches, _ := filepath.Glob(path + ".corrupt-*")
+			if len(matches) != 1 || !strings.Contains(err.Error(), matches[0]) {
+				t.Fatalf("moved aside to %v; error %v", matches, err)
+			}
+			if b, _ := os.ReadFile(matches[0]); string(b) != content {
+				t.Fatalf("the corrupt file's content was not kept: %q", b)
+			}
+			// The store works: a new registration writes a fresh file next to the old one.
+			if err := s.Put("b", []byte(`{"name": "b"}`)); err != nil {
+				t.Fatal(err)
+			}
+			s2, err := openStore(dir)
+			if err != nil || len(s2.Saved()) != 1 {
+				t.Fatalf("reopen: %v %v", err, s2.Saved())
+			}
+			if b, _ := os.ReadFile(matches[0]); string(b) != content {
+				t.Fatal("the moved-aside file was touched")
+			}
+		})
+	}
+}
+
+func TestRuntimeStoreUnreadableFileNotOverwritten(t *testing.T) {
+	dir := t.TempDir()
+	// A directory where the file should be: it cannot be read, so the store must not
+	// replace it either.
+	if err := os.Mkdir(filepath.Join(dir, stateFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openStore(dir)
+	if err == nil || !strings.Contains(err.Error(), "not overwritten") {
+		t.Fatalf("openStore = %v", err)
+	}
+	if err := s.Put("a", []byte(`{"name": "a"}`)); err == nil {
+		t.Fatal("a store whose file cannot be read wrote anyway")
+	}
+	if err := s.Delete("a"); err == nil {
+		t.Fatal("a store whose file cannot be read wrote a deregistration")
+	}
+	if fi, err := os.Stat(filepath.Join(dir, stateFile)); err != nil || !fi.IsDir() {
+		t.Fatalf("the unreadable path was replaced: %v", err)
+	}
+}

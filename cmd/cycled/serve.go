@@ -94,7 +94,7 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 
 	store, err := openStore(cfg.StateDir)
 	if err != nil {
-		log.Warn("runtime registrations not restored", zap.Error(err))
+		log.Error("runtime registrations not restored", zap.Error(err))
 	}
 	restore(engine, reloader, store, log)
 

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // stateFile is the file of state_dir that holds the modules registered at runtime.
@@ -29,32 +31,85 @@ type stateDoc struct {
 // runtimeStore persists the modules registered at runtime in state_dir, so that a restart
 // keeps them. Every change rewrites the file atomically (temporary file, fsync, rename,
 // fsync of the directory). An empty dir disables persistence.
+//
+// A state file that cannot be decoded is never dropped silently: openStore renames it
+// aside (modules.json.corrupt-<UTC time>) and reports it, and the daemon starts with the
+// modules of its configuration file only. A state file that cannot be read or moved aside
+// makes the store refuse to write, so that it is not overwritten either.
 type runtimeStore struct {
 	dir string
 
 	mu      sync.Mutex
 	modules []savedModule // in registration order; guarded by mu
+	broken  error         // non-nil: the file could not be read or moved aside; never written
 }
 
-// openStore reads the saved modules of dir (none when the file does not exist).
+// stateVersion is the version of the state file's format.
+const stateVersion = 1
+
+// openStore reads the saved modules of dir (none when the file does not exist). The store
+// is usable even with an error: a corrupt file was moved aside (the error says where), an
+// unreadable one is left alone and the store refuses to write.
 func openStore(dir string) (*runtimeStore, error) {
+	return openStoreAt(dir, time.Now())
+}
+
+// openStoreAt is openStore with the time that names a corrupt file moved aside.
+func openStoreAt(dir string, now time.Time) (*runtimeStore, error) {
 	s := &runtimeStore{dir: dir}
 	if dir == "" {
 		return s, nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	path := filepath.Join(dir, stateFile)
+	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return s, nil
 	}
 	if err != nil {
-		return s, fmt.Errorf("read runtime modules: %w", err)
+		s.broken = fmt.Errorf("runtime registrations in %s cannot be read, so they are not restored and not overwritten (fix the file or its permissions and restart): %w", path, err)
+		return s, s.broken
 	}
+	doc, derr := decodeState(b)
+	if derr == nil {
+		s.modules = doc.Modules
+		return s, nil
+	}
+	aside := path + ".corrupt-" + now.UTC().Format("20060102T150405.000000000Z")
+	if err := os.Rename(path, aside); err != nil {
+		s.broken = fmt.Errorf("runtime registrations in %s are corrupt (%v) and could not be moved aside (%v): they are not restored and not overwritten", path, derr, err)
+		return s, s.broken
+	}
+	syncDir(dir) //nolint:errcheck // best effort: the rename is what matters
+	return s, fmt.Errorf("runtime registrations in %s are corrupt (%v): moved aside to %s; starting with the modules of the configuration file only (register the modules again, or repair the file and restart)", path, derr, aside)
+}
+
+// decodeState decodes and checks a state file.
+func decodeState(b []byte) (stateDoc, error) {
 	var doc stateDoc
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return s, fmt.Errorf("read runtime modules %s: %w", filepath.Join(dir, stateFile), err)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return stateDoc{}, err
 	}
-	s.modules = doc.Modules
-	return s, nil
+	if dec.More() {
+		return stateDoc{}, errors.New("data after the JSON document")
+	}
+	if doc.Version != stateVersion {
+		return stateDoc{}, fmt.Errorf("version %d, want %d", doc.Version, stateVersion)
+	}
+	seen := map[string]bool{}
+	for i, m := range doc.Modules {
+		switch {
+		case m.Name == "":
+			return stateDoc{}, fmt.Errorf("modules[%d]: no name", i)
+		case seen[m.Name]:
+			return stateDoc{}, fmt.Errorf("modules[%d]: duplicate name %q", i, m.Name)
+		case len(m.Body) == 0 || bytes.TrimSpace(m.Body)[0] != '{':
+			return stateDoc{}, fmt.Errorf("modules[%d] (%s): body is not a JSON object", i, m.Name)
+		}
+		seen[m.Name] = true
+	}
+	return doc, nil
 }
 
 // Saved returns the saved modules in registration order.
@@ -96,10 +151,13 @@ func (s *runtimeStore) Delete(name string) error {
 }
 
 func (s *runtimeStore) saveLocked() error {
+	if s.broken != nil {
+		return s.broken
+	}
 	if err := os.MkdirAll(s.dir, 0o750); err != nil {
 		return fmt.Errorf("save runtime modules: %w", err)
 	}
-	doc := stateDoc{Version: 1, Modules: s.modules}
+	doc := stateDoc{Version: stateVersion, Modules: s.modules}
 	if doc.Modules == nil {
 		doc.Modules = []savedModule{}
 	}
@@ -126,9 +184,22 @@ func (s *runtimeStore) saveLocked() error {
 	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, stateFile)); err != nil {
 		return fmt.Errorf("save runtime modules: %w", err)
 	}
-	if d, err := os.Open(s.dir); err == nil {
-		d.Sync() // best effort: make the rename durable
-		d.Close()
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("save runtime modules: the file was replaced but the rename may not survive a crash: %w", err)
+	}
+	return nil
+}
+
+// syncDir fsyncs directory dir, making a rename in it durable. File systems that cannot
+// sync a directory (EINVAL, ENOTSUP) are not an error.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		return err
 	}
 	return nil
 }

@@ -21,6 +21,9 @@ import (
 func restore(e *cycle.Engine, r *config.Reloader, store *runtimeStore, log *zap.Logger) {
 	for _, m := range store.Saved() {
 		reg, err := r.DecodeModule(m.Body)
+		if err == nil && reg.Spec.Name != m.Name {
+			err = fmt.Errorf("saved as %q but its body names %q", m.Name, reg.Spec.Name)
+		}
 		if err == nil {
 			err = e.Register(reg)
 		}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // remoteModule is a loopback server playing an http module: it answers every tick with
@@ -268,17 +267,5 @@ func TestDaemonAdminTokenNeverShown(t *testing.T) {
 	d.stop()
 	if logs := d.stderr(); strings.Contains(logs, token) || strings.Contains(logs, token[:8]) {
 		t.Fatalf("the token appears in the logs:\n%s", logs)
-	}
-}
-
-// waitFor polls cond every 20 ms until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/lastgood"
+	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -32,12 +33,39 @@ type moduleView struct {
 	Policy      string           `json:"policy"`
 	TTL         string           `json:"ttl"`
 	Spec        tiers.ModuleSpec `json:"spec"`
+	// Kind is "builtin", "http" or "go" (a module given by an embedding program).
+	Kind string `json:"kind"`
+	// HTTP is where a remote module (kind http) is called.
+	HTTP *httpView `json:"http,omitempty"`
 	// Breaker is the state of the module's breaker (its own or the shared one it names);
 	// null while the registration is pending.
 	Breaker *breakerView `json:"breaker"`
 	// Last is the module's line in the latest tick it took part in; null before.
 	Last     *faultsummary.Module `json:"last"`
 	LastGood lastGoodView         `json:"last_good"`
+}
+
+// httpView is the endpoint of a remote module.
+type httpView struct {
+	URL     string `json:"url"`
+	MaxBody int64  `json:"max_body"`
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// moduleKind returns the kind of m and, for a remote module, its endpoint.
+func moduleKind(m tiers.Module) (string, *httpView) {
+	switch m := m.(type) {
+	case *modules.Builtin:
+		return "builtin", nil
+	case *modules.HTTP:
+		st := m.Settings()
+		v := &httpView{URL: st.URL, MaxBody: st.MaxBody}
+		if st.Timeout > 0 {
+			v.Timeout = st.Timeout.String()
+		}
+		return "http", v
+	}
+	return "go", nil
 }
 
 // lastGoodView is a key's last-known-good value as seen now.
@@ -100,6 +128,7 @@ func viewBreaker(b breaker.Snapshot, now time.Time) *breakerView {
 func (s *server) viewModule(m cycle.ModuleInfo, cfg cycle.Config, now time.Time) moduleView {
 	v := moduleView{Name: m.Spec.Name, Tier: m.Spec.Tier, TierIndex: m.TierIndex, Origin: m.Origin, Pending: m.Pending,
 		Busy: m.Busy, MaxAttempts: m.Attempts, Policy: m.Policy.String(), TTL: ttlString(m.Spec.TTL), Spec: m.Spec, Last: m.Last}
+	v.Kind, v.HTTP = moduleKind(m.Module)
 	if v.Tier == "" && m.TierIndex >= 0 && m.TierIndex < len(cfg.Tiers) {
 		v.Tier = cfg.Tiers[m.TierIndex].Name
 	}

@@ -138,14 +138,20 @@ func TestDaemonRemoteModuleRegistration(t *testing.T) {
 	}
 	var view struct {
 		Origin string `json:"origin"`
-		Last   struct {
+		Kind   string `json:"kind"`
+		HTTP   struct {
+			URL     string `json:"url"`
+			MaxBody int64  `json:"max_body"`
+		} `json:"http"`
+		Last struct {
 			Status string `json:"status"`
 		} `json:"last"`
 		LastGood struct {
 			Quality string `json:"quality"`
 		} `json:"last_good"`
 	}
-	if st := d.do("GET", "/modules/remote", "", &view); st != http.StatusOK || view.Origin != "runtime" || view.Last.Status != "ok" {
+	if st := d.do("GET", "/modules/remote", "", &view); st != http.StatusOK || view.Origin != "runtime" || view.Last.Status != "ok" ||
+		view.Kind != "http" || view.HTTP.URL != rm.srv.URL+"/tick" || view.HTTP.MaxBody != 64<<10 {
 		t.Fatalf("GET /modules/remote = %d %+v", st, view)
 	}
 	// A module of the configuration file cannot be deregistered.

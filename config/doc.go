@@ -8,7 +8,7 @@
 // those of the reference configuration and are part of the contract.
 //
 // Engine converts a Config into the engine's cycle.Config and module registrations
-// (builtin modules are built by package modules). DecodeModule decodes one module from a
+// (builtin and http modules are built by package modules). DecodeModule decodes one module from a
 // JSON body with the same field names, for POST /modules. A Reloader re-reads the file on
 // demand (POST /config/reload, SIGHUP) or when it changes, applies it to the engine at the
 // next tick boundary, and keeps the running configuration when the new one is invalid.

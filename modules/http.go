@@ -3,8 +3,10 @@ package modules
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +48,17 @@ const (
 	HeaderBudget = "X-Cycled-Budget-Ms"
 	// HeaderIdempotencyKey is "<tick>-<module>", the same on every attempt of a tick.
 	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderRun identifies the process (RunID): tick ids restart at 1 when the daemon
+	// restarts, so a remote that deduplicates attempts keys on this and the idempotency key.
+	HeaderRun = "X-Cycled-Run"
 )
+
+// RunID is a random identifier of this process, sent in HeaderRun.
+var RunID = sync.OnceValue(func() string {
+	var b [8]byte
+	rand.Read(b[:]) //nolint:errcheck // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+})
 
 // ErrRedirectRefused is wrapped by the error of a request whose redirect the client
 // refused: to another scheme or host, one that would turn the POST into a GET (301, 302,
@@ -197,9 +209,10 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 // each as the blackboard serves it to the module (provenance and quality flags); a key
 // with nothing to serve has "value": null and "source": "none". Headers:
 // X-Cycled-Deadline (the deadline of the body), X-Cycled-Budget-Ms (the time left when
-// the request was sent) and Idempotency-Key: "<tick>-<module>", identical on every attempt
-// of a tick (tick ids restart at 1 when the daemon restarts). The request carries the
-// attempt's context: the tier deadline (or Timeout, if sooner) cancels it.
+// the request was sent), Idempotency-Key: "<tick>-<module>", identical on every attempt
+// of a tick, and X-Cycled-Run (RunID: tick ids restart at 1 when the daemon restarts, so
+// the pair is what identifies a tick across restarts). The request carries the attempt's
+// context: the tier deadline (or Timeout, if sooner) cancels it.
 //
 // # Answer
 //
@@ -308,6 +321,7 @@ func (h *HTTP) Run(ctx context.Context, in *tiers.Input) (any, error) {
 	// The key also makes the transport retry a POST on a keep-alive connection that the
 	// remote closed before answering (net/http treats it as replayable).
 	hr.Header.Set(HeaderIdempotencyKey, strconv.FormatUint(req.TickID, 10)+"-"+req.Module)
+	hr.Header.Set(HeaderRun, RunID())
 	if req.Deadline != "" {
 		hr.Header.Set(HeaderDeadline, req.Deadline)
 		left := max(deadline.Sub(now), 0)

@@ -125,6 +125,9 @@ func TestHTTPRequest(t *testing.T) {
 	if k := h.Get("Idempotency-Key"); k != "7-planner" {
 		t.Errorf("Idempotency-Key %q", k)
 	}
+	if run := h.Get("X-Cycled-Run"); run != modules.RunID() || len(run) != 16 {
+		t.Errorf("X-Cycled-Run %q, RunID %q", run, modules.RunID())
+	}
 	dl, err := time.Parse(time.RFC3339Nano, h.Get("X-Cycled-Deadline"))
 	if err != nil || !dl.Equal(in.Deadline()) {
 		t.Errorf("X-Cycled-Deadline %q (%v), want %v", h.Get("X-Cycled-Deadline"), err, in.Deadline())

@@ -12,7 +12,8 @@ The admin token, if the daemon has one, is read from CYCLED_ADMIN_TOKEN.
 
 Protocol (see the README of this directory):
   request  POST {"tick_id", "module", "tier", "attempt", "deadline", "inputs": {key: entry}}
-           headers X-Cycled-Deadline, X-Cycled-Budget-Ms, Idempotency-Key: <tick>-<module>
+           headers X-Cycled-Deadline, X-Cycled-Budget-Ms, Idempotency-Key: <tick>-<module>,
+           X-Cycled-Run (the daemon process: tick ids restart with it)
   answer   200 {"value": ...}                                  success
            200 {"error": {"kind": "transient", "message": ...}} a classified failure
            408/429/5xx: transient; other 4xx and malformed bodies: downstream
@@ -45,8 +46,9 @@ class Module:
         self.fail_every = fail_every
         self.lock = threading.Lock()
         self.count = 0
-        # Answers already given, by Idempotency-Key: an attempt that repeats a tick whose
-        # answer was lost gets the same value instead of a second side effect.
+        # Answers already given, by (X-Cycled-Run, Idempotency-Key): an attempt that repeats
+        # a tick whose answer was lost gets the same value instead of a second side effect.
+        # The run id matters: tick ids restart at 1 when the daemon restarts.
         self.done = collections.OrderedDict()
 
     def tick(self, req, key, budget_ms):
@@ -98,7 +100,7 @@ def make_handler(module):
                 budget = float(self.headers.get("X-Cycled-Budget-Ms") or 0)
             except ValueError:
                 budget = 0.0
-            key = self.headers.get("Idempotency-Key", "")
+            key = (self.headers.get("X-Cycled-Run", ""), self.headers.get("Idempotency-Key", ""))
             try:
                 return self.answer(200, module.tick(req, key, budget))
             except Exception as e:  # a bug: report it as such rather than a 500 (transient)

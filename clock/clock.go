@@ -41,9 +41,6 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
-// isReal marks the wall clock, on which busy-waiting for precise timing makes sense.
-func (realClock) isReal() {}
-
 // IsReal reports whether c is the wall clock returned by Real.
 func IsReal(c Clock) bool { _, ok := c.(realClock); return ok }
 

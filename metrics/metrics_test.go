@@ -261,7 +261,8 @@ func TestFamilyNamesAndLint(t *testing.T) {
 
 func TestNewOnARegistryWithGoCollectorAlready(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector()) //nolint:staticcheck // the deprecated constructor is what older wiring used
+	//lint:ignore SA1019 the deprecated constructor is what older wiring used
+	reg.MustRegister(prometheus.NewGoCollector())
 	c := metrics.New(reg)
 	if c.Registry() != reg {
 		t.Fatal("Registry() is not the registry passed to New")

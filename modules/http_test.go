@@ -510,7 +510,7 @@ func TestNewClient(t *testing.T) {
 	if c.Timeout != 0 || c.CheckRedirect == nil {
 		t.Errorf("timeout %v, CheckRedirect set %v", c.Timeout, c.CheckRedirect != nil)
 	}
-	if modules.SharedClient() != modules.SharedClient() {
+	if a, b := modules.SharedClient(), modules.SharedClient(); a != b {
 		t.Error("SharedClient is not shared")
 	}
 }

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The generated configuration.
+//
+// Five seed tiers whose budgets add up to 9 ms, so that a tick in which every tier runs to
+// its deadline still fits in the 10 ms period; what does not fit (scheduling jitter, GC)
+// is an overrun, handled by overrun: skip and recorded in the summary. Half the modules of
+// tiers 1-4 wait 20-200 µs per attempt (in practice about 1.1 ms: Go's timers do not wake
+// an idle process sooner), the others and the safety modules return at once, so that
+// emergencies come from the injected safety faults; injected latency spikes (2-6 ms) and
+// hangs (50-400 ms, ignoring the context) blow through the budgets on purpose.
+//
+// Two valid variants alternate on reload. They differ in visible ways only: the budgets
+// of knowledge and perception, and a marker module (cfg_a or cfg_b) in the execution
+// tier, so that the soak can tell from a summary which variant was in force for it (a
+// reload applies at a tick boundary the soak cannot observe otherwise).
+
+// variant is one valid configuration.
+type variant struct {
+	name    string // "a" or "b"
+	marker  string // the marker module's name
+	budgets [5]string
+}
+
+var variants = []variant{
+	{name: "a", marker: "cfg_a", budgets: [5]string{"1500us", "2500us", "2ms", "1500us", "1500us"}},
+	{name: "b", marker: "cfg_b", budgets: [5]string{"1500us", "2ms", "2500us", "1500us", "1500us"}},
+}
+
+var tierNames = [5]string{"safety", "knowledge", "perception", "planning", "execution"}
+
+// safetyFlaky is the safety module that the driver makes fail for a while, then recover.
+const safetyFlaky = "s_flaky"
+
+// module is one generated module.
+type module struct {
+	name       string
+	tier       int
+	yaml       string // the flow mapping of the module
+	injectable bool   // the fault driver may change its faults
+}
+
+// modules returns the configured modules of every variant (the marker excepted).
+func genModules() []module {
+	var out []module
+	add := func(tier int, name string, injectable bool, fields ...string) {
+		y := fmt.Sprintf("{name: %s, tier: %s", name, tierNames[tier])
+		for _, f := range fields {
+			if f != "" {
+				y += ", " + f
+			}
+		}
+		out = append(out, module{name: name, tier: tier, yaml: y + "}", injectable: injectable})
+	}
+	ttls := []string{"ttl: 100ms", "ttl: 300ms", "ttl: 1s", "ttl: auto", ""}
+	lat := func(i int) string {
+		if i%2 == 0 {
+			return "latency: 20us-200us"
+		}
+		return "latency: 0s"
+	}
+
+	// Safety: fail closed; only s_flaky is made to fail, in episodes.
+	add(0, "s_guard", false, "priority: 10", "builtin: {value: {clear: true}}")
+	add(0, "s_battery", false, "builtin: {value: {charge: 0.8}}")
+	add(0, safetyFlaky, false, "ttl: 200ms", "builtin: {value: {ok: true}}")
+	add(0, "s_watch", false, "every: 2", "builtin: {value: 1}")
+	add(0, "s_estop", false, "emergency: true", "builtin: {value: {command: stop}}")
+
+	for i := range 11 {
+		f := []string{ttls[i%len(ttls)]}
+		if i < 4 {
+			f = append(f, "breaker: vector-store")
+			if i == 3 {
+				f = append(f, "on_open: fail")
+			}
+		}
+		switch i {
+		case 5:
+			f = append(f, "policy: fail_fast")
+		case 9:
+			f = append(f, "every: 3")
+		case 2, 6:
+			f = append(f, "reads: [s_guard.result]")
+		}
+		b := fmt.Sprintf("builtin: {value: {k: %d}, %s", i, lat(i))
+		if i == 7 {
+			b += ", fail_attempts: 1" // always retried once
+		}
+		f = append(f, b+"}")
+		add(1, fmt.Sprintf("k_%02d", i), true, f...)
+	}
+	for i := range 11 {
+		f := []string{ttls[(i+1)%len(ttls)]}
+		if i < 3 {
+			f = append(f, "breaker: gpu-pool")
+		}
+		switch i {
+		case 4:
+			f = append(f, "every: 2")
+		case 8:
+			f = append(f, "every: 5")
+		case 3, 7:
+			f = append(f, "reads: [k_00.result, k_01.result]")
+		}
+		b := fmt.Sprintf("builtin: {value: {p: %d}, %s", i, lat(i))
+		if i == 6 {
+			b += ", fail_rate: 0.02" // background noise
+		}
+		f = append(f, b+"}")
+		add(2, fmt.Sprintf("p_%02d", i), true, f...)
+	}
+	for i := range 11 {
+		f := []string{ttls[(i+2)%len(ttls)]}
+		switch i {
+		case 10:
+			f = append(f, "policy: abort")
+		case 3:
+			f = append(f, "reads: [p_00.result, k_00.result]")
+		case 5:
+			f = append(f, "idempotent: false", "max_attempts: 1")
+		case 7:
+			f = append(f, "every: 10")
+		}
+		f = append(f, fmt.Sprintf("builtin: {value: {q: %d}, %s}", i, lat(i)))
+		add(3, fmt.Sprintf("q_%02d", i), true, f...)
+	}
+	for i := range 11 {
+		f := []string{ttls[(i+3)%len(ttls)]}
+		switch i {
+		case 0:
+			f = append(f, "reads: [q_00.result]")
+		case 5:
+			f = append(f, "every: 4")
+		}
+		f = append(f, fmt.Sprintf("builtin: {value: {e: %d}, %s}", i, lat(i)))
+		add(4, fmt.Sprintf("e_%02d", i), true, f...)
+	}
+	return out
+}
+
+// settings are the daemon-wide parts of the configuration.
+type settings struct {
+	history  int
+	token    string
+	stateDir string
+}
+
+// render returns the YAML of variant v.
+func render(v variant, mods []module, s settings) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# generated by internal/soak: variant %s\n", v.name)
+	fmt.Fprintf(&b, "cycle: {period: 10ms, overrun: skip, history: %d}\n", s.history)
+	b.WriteString("backoff: {base: 200us, factor: 2, max: 1ms, jitter: 0.2}\n")
+	b.WriteString("emergency: {latch: false, recover_after: 3}\n")
+	b.WriteString("lastgood: {default_ttl: 1s}\n")
+	b.WriteString("tiers:\n")
+	tierExtra := [5]string{
+		"max_attempts: 1, policy: fail_fast, breaker: {failure_threshold: 2, cooldown: 1s, half_open_probes: 1, half_open_successes: 3}",
+		"max_attempts: 3, breaker: {failure_threshold: 5, cooldown: 800ms, half_open_successes: 2}",
+		"max_attempts: 2, breaker: {failure_threshold: 7, cooldown: 600ms, half_open_successes: 2}",
+		"max_attempts: 2, breaker: {failure_threshold: 10, cooldown: 500ms, half_open_successes: 1}",
+		"max_attempts: 2, breaker: {failure_threshold: 10, cooldown: 400ms, half_open_successes: 1}",
+	}
+	for i, n := range tierNames {
+		fmt.Fprintf(&b, "  - {name: %s, budget: %s, %s}\n", n, v.budgets[i], tierExtra[i])
+	}
+	b.WriteString("breakers:\n")
+	b.WriteString("  vector-store: {failure_threshold: 3, cooldown: 700ms, half_open_probes: 2, half_open_successes: 2}\n")
+	b.WriteString("  gpu-pool: {failure_threshold: 4, cooldown: 500ms, trip_on: [transient, downstream, internal]}\n")
+	b.WriteString("modules:\n")
+	for _, m := range mods {
+		b.WriteString("  - " + m.yaml + "\n")
+	}
+	fmt.Fprintf(&b, "  - {name: %s, tier: execution, builtin: {value: %q}}\n", v.marker, v.name)
+	fmt.Fprintf(&b, "http: {addr: 127.0.0.1:0, admin_token: %q}\n", s.token)
+	b.WriteString("log: {level: warn, format: json}\n")
+	fmt.Fprintf(&b, "state_dir: %q\n", s.stateDir)
+	return b.String()
+}
+
+// invalid returns a configuration that must be rejected whole (POST /config/reload → 422),
+// the k-th of a few kinds of mistake.
+func invalid(k int, v variant, mods []module, s settings) (string, string) {
+	good := render(v, mods, s)
+	switch k % 6 {
+	case 0:
+		return "negative budget", strings.Replace(good, "budget: "+v.budgets[2], "budget: -2ms", 1)
+	case 1:
+		return "unknown field", strings.Replace(good, "max_attempts: 2, breaker", "max_atempts: 2, breaker", 1)
+	case 2:
+		return "duplicate module", strings.Replace(good, "  - {name: "+v.marker, "  - {name: k_00, tier: knowledge, builtin: {value: 0}}\n  - {name: "+v.marker, 1)
+	case 3:
+		return "unknown tier", strings.Replace(good, "{name: e_00, tier: execution", "{name: e_00, tier: actuation", 1)
+	case 4:
+		return "YAML syntax error", strings.Replace(good, "breakers:\n", "breakers: [\n", 1)
+	default:
+		return "fail_rate out of range", strings.Replace(good, "fail_rate: 0.02", "fail_rate: 2", 1)
+	}
+}

@@ -1,0 +1,454 @@
+// Command soak runs the real cycled daemon at 100 Hz under randomly changing faults and
+// checks every tick summary with the invariant checker (faultsummary/check). It is what
+// `make soak` runs:
+//
+//	go run ./internal/soak [-duration 60s] [-seed N] [-tolerance 20ms] [-allow RULES] [-race] [-bin PATH] [-keep]
+//
+// The duration defaults to $SOAK, else 60s. Everything runs on loopback and stops by itself.
+// -allow (default $SOAK_ALLOW) names checker rules whose violations are reported but do not
+// fail the run: a way to keep a known, reported issue from hiding new ones; -keep keeps the
+// configuration, the daemon's log and every summary that broke an invariant.
+//
+// # What runs
+//
+// The daemon (built from cmd/cycled, or -bin) runs a generated configuration (see gen.go)
+// of 50 builtin modules across the five seed tiers, period 10 ms, overrun skip, with a
+// random admin token. Meanwhile:
+//
+//   - a fault driver switches faults of random modules through POST /modules/{name}/faults
+//     (latency spikes past the budgets, transient errors, permanent errors of every
+//     permanent kind, first-attempt failures, hangs that ignore the context, panics, control
+//     "errors") and resets them a few seconds later, at most 8 at a time; every few seconds
+//     the safety module s_flaky fails (or hangs) for 0.2-1.5 s, which must put the daemon in
+//     emergency mode and out again;
+//   - clients poll GET /ticks/latest with If-None-Match, long-poll it (?wait=2s&after=ID),
+//     hold SSE streams (one of them reading too slowly on purpose) and reconnect with and
+//     without Last-Event-ID, and read the other routes;
+//   - a registrar registers remote modules (kind http, served by an HTTP server of the soak
+//     on loopback) and deregisters them a few seconds later; if the daemon refuses the http
+//     kind it registers builtin modules instead and says so in the report;
+//   - a reloader rewrites the configuration file with the other valid variant (200) or an
+//     invalid one (422: the running configuration stays) and POSTs /config/reload;
+//   - a resetter resets breakers (mostly open ones) and emergency mode.
+//
+// # What is checked
+//
+//   - Every summary, from tick 1 to the last, with faultsummary/check: the feed reads the SSE
+//     stream and fills every gap from GET /ticks?limit=N&before=ID (the history keeps
+//     several seconds); a tick no longer in the history when needed is "missed" and fails
+//     the soak. The checker is told the configuration in force for each summary (recognised
+//     from its module lines: the variant's marker module and the runtime modules) and every
+//     operator reset, with the ticks that were the latest around it.
+//   - The wall-clock tolerance of the checker is -tolerance (default 20 ms, two periods): it
+//     absorbs scheduler and GC pauses on a loaded two-core machine and stays well below the
+//     shortest injected hang (50 ms), so a tier that waited for a hung module is caught. On a
+//     machine saturated by other work every process stalls for tens of milliseconds: a probe
+//     thread measures such stalls, and a tier_budget violation in a tick that overlaps one is
+//     reported as excused by the host rather than failing the run (stall.go).
+//   - Every second: /healthz is 200 "ok" and the last tick id advanced; go_goroutines and
+//     process_resident_memory_bytes from /metrics are recorded.
+//   - Goroutines and RSS are bounded: the samples are split into thirds; the first third is
+//     warm-up; the mean of the last third must be at most the mean of the middle third
+//     × 1.2 + 25 goroutines, and × 1.15 + 16 MiB of RSS.
+//   - Every request answered as expected (no 5xx, no transport error), the admin token never
+//     in the daemon's log, GET /config or the state file, and SIGTERM ends the daemon with
+//     exit code 0 within 5 s.
+//
+// The report goes to stdout; the exit code is 1 on any violation or failure.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := 60 * time.Second
+	if v := os.Getenv("SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintf(stderr, "soak: SOAK=%q: %v\n", v, err)
+			return 2
+		}
+		def = d
+	}
+	duration := fs.Duration("duration", def, "how long to soak (default $SOAK, else 60s)")
+	seed := fs.Uint64("seed", 0, "random seed (0: from the clock)")
+	tol := fs.Duration("tolerance", 20*time.Millisecond, "how far past its budget a tier may run on the wall clock")
+	race := fs.Bool("race", false, "build the daemon with the race detector")
+	bin := fs.String("bin", "", "daemon binary (default: build ./cmd/cycled)")
+	keep := fs.Bool("keep", false, "keep the temporary directory (configuration, state, daemon log, violating summaries)")
+	allow := fs.String("allow", os.Getenv("SOAK_ALLOW"), "comma-separated checker rules whose violations are listed but do not fail the soak (known issues; default $SOAK_ALLOW)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *seed == 0 {
+		*seed = uint64(time.Now().UnixNano())
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "soak: "+format+"\n", a...) }
+
+	tmp, err := os.MkdirTemp("", "cycled-soak-")
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	if *keep {
+		logf("keeping %s", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	if *bin == "" {
+		logf("building the daemon")
+		if *bin, err = buildDaemon(context.Background(), tmp, *race); err != nil {
+			logf("%v", err)
+			return 1
+		}
+	}
+
+	tok := make([]byte, 16)
+	_, _ = rand.Read(tok)
+	set := settings{
+		// Enough history to fill any gap of the SSE feed (several seconds), small enough
+		// that it is full within the warm-up third of the run (the RSS trend rule).
+		history:  min(2000, max(300, int(*duration/time.Second)*100/6)),
+		token:    "soak-" + hex.EncodeToString(tok),
+		stateDir: filepath.Join(tmp, "state"),
+	}
+	mods := genModules()
+	yamls := map[string]string{}
+	for _, v := range variants {
+		yamls[v.marker] = render(v, mods, set)
+	}
+	bk, err := newBook(yamls)
+	if err != nil {
+		logf("generated configuration: %v", err)
+		return 1
+	}
+	cfgPath := filepath.Join(tmp, "cycled.yaml")
+	if err := writeAtomic(cfgPath, yamls[variants[0].marker]); err != nil {
+		logf("%v", err)
+		return 1
+	}
+	d, err := startDaemon(*bin, cfgPath)
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	defer d.kill()
+	if *keep {
+		defer func() { _ = os.WriteFile(filepath.Join(tmp, "daemon.log"), []byte(d.logText()), 0o600) }()
+	}
+	logf("daemon pid %d on %s; soaking for %s (seed %d)", d.pid, d.base, *duration, *seed)
+
+	c := newClient(d.base, set.token)
+	ops := newOpLog()
+	f := newFeed(c, bk, ops, *tol, variants[0].marker)
+	if *keep {
+		f.dump = filepath.Join(tmp, "violations")
+	}
+	rem := newRemote(*seed)
+	defer rem.close()
+	s := &soak{c: c, feed: f, ops: ops, book: bk, remote: rem, mods: mods, set: set, cfg: cfgPath, seed: *seed,
+		counts: map[string]int{}, httpKind: true}
+	smp := &sampler{c: c, pid: d.pid}
+	probe := &stallProbe{}
+
+	t0 := time.Now()
+	fctx, fcancel := context.WithCancel(context.Background())
+	var fwg sync.WaitGroup
+	fwg.Add(2)
+	go func() { defer fwg.Done(); f.stream(fctx) }()
+	go func() { defer fwg.Done(); f.run(fctx) }()
+
+	actx, acancel := context.WithTimeout(context.Background(), *duration)
+	defer acancel()
+	var awg sync.WaitGroup
+	spawn := func(fn func(context.Context)) {
+		awg.Add(1)
+		go func() { defer awg.Done(); fn(actx) }()
+	}
+	spawn(func(ctx context.Context) { smp.run(ctx, t0) })
+	spawn(probe.run)
+	spawn(s.faults)
+	spawn(func(ctx context.Context) { s.poller(ctx, 0) })
+	spawn(func(ctx context.Context) { s.poller(ctx, 1) })
+	spawn(s.longPoller)
+	spawn(func(ctx context.Context) { s.sseHolder(ctx, 0, false) })
+	spawn(func(ctx context.Context) { s.sseHolder(ctx, 1, true) })
+	spawn(s.reader)
+	spawn(s.registrar)
+	spawn(s.reloader)
+	spawn(s.resetter)
+
+	crashed := false
+	progress := time.NewTicker(progressEvery(*duration))
+	defer progress.Stop()
+wait:
+	for {
+		select {
+		case <-actx.Done():
+			break wait
+		case <-d.exited:
+			crashed = true
+			acancel()
+			break wait
+		case <-progress.C:
+			smp.mu.Lock()
+			var g, rss float64
+			if n := len(smp.samples); n > 0 {
+				g, rss = smp.samples[n-1].goroutines, smp.samples[n-1].rss
+			}
+			smp.mu.Unlock()
+			last, vs := f.progress()
+			real, excused := probe.split(vs)
+			s.mu.Lock()
+			nf := len(s.failures)
+			s.mu.Unlock()
+			logf("%3.0fs: checked up to tick %d, %d violation(s) (+%d excused by host stalls), %d failure(s), %.0f goroutines, RSS %.1f MiB",
+				time.Since(t0).Seconds(), last, len(real), len(excused), nf, g, rss/(1<<20))
+		}
+	}
+	awg.Wait()
+	fcancel()
+	fwg.Wait()
+	elapsed := time.Since(t0)
+
+	var drainErr error
+	if !crashed {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		drainErr = f.drain(dctx)
+		cancel()
+	}
+	var leaks []string
+	if !crashed {
+		leaks = s.tokenLeaks(context.Background(), d)
+	}
+	exitCode, took, stopErr := d.stop(5 * time.Second)
+	if strings.Contains(d.logText(), set.token) {
+		leaks = append(leaks, "the admin token appears in the daemon's log")
+	}
+
+	allowed := map[string]bool{}
+	for _, a := range strings.Split(*allow, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			allowed[a] = true
+		}
+	}
+	rep := &report{s: s, f: f, smp: smp, probe: probe, d: d, allowed: allowed, duration: *duration, elapsed: elapsed, seed: *seed, tol: *tol,
+		crashed: crashed, drainErr: drainErr, leaks: leaks, exitCode: exitCode, stopTook: took, stopErr: stopErr, history: set.history}
+	ok := rep.write(stdout)
+	if !ok {
+		fmt.Fprintf(stderr, "\nlast lines of the daemon's log:\n%s\n", d.tail(30))
+		return 1
+	}
+	return 0
+}
+
+func progressEvery(d time.Duration) time.Duration {
+	switch {
+	case d <= time.Minute:
+		return 10 * time.Second
+	case d <= 10*time.Minute:
+		return 30 * time.Second
+	}
+	return time.Minute
+}
+
+// report is the end of a soak.
+type report struct {
+	s        *soak
+	f        *feed
+	smp      *sampler
+	probe    *stallProbe
+	allowed  map[string]bool // rules whose violations do not fail the soak
+	d        *daemon
+	duration time.Duration
+	elapsed  time.Duration
+	seed     uint64
+	tol      time.Duration
+	history  int
+
+	crashed  bool
+	drainErr error
+	leaks    []string
+	exitCode int
+	stopTook time.Duration
+	stopErr  error
+}
+
+// write prints the report and returns whether the soak passed.
+func (r *report) write(w io.Writer) bool {
+	s, f, st := r.s, r.f, r.f.stats
+	var fails []string
+	failf := func(format string, a ...any) { fails = append(fails, fmt.Sprintf(format, a...)) }
+
+	_, all := f.progress()
+	vs, excused := r.probe.split(all)
+	byRule := map[string]int{}
+	failing := 0
+	for _, v := range vs {
+		byRule[v.Rule]++
+		if !r.allowed[v.Rule] {
+			failing++
+		}
+	}
+	if failing > 0 {
+		failf("%d invariant violation(s)", failing)
+	}
+	if f.missed > 0 {
+		failf("%d tick(s) missed (not in the history when the feed needed them)", f.missed)
+	}
+	for _, e := range f.errs {
+		failf("feed: %s", e)
+	}
+	for _, e := range s.failures {
+		failf("client: %s", e)
+	}
+	for _, e := range r.smp.problems {
+		failf("sampler: %s", e)
+	}
+	if r.crashed {
+		failf("the daemon exited during the soak: %v", r.d.err)
+	}
+	if r.drainErr != nil {
+		failf("final drain: %v", r.drainErr)
+	}
+	for _, l := range r.leaks {
+		failf("%s", l)
+	}
+	if !r.crashed && (r.stopErr != nil || r.exitCode != 0) {
+		failf("SIGTERM: exit code %d after %s (%v)", r.exitCode, r.stopTook.Round(time.Millisecond), r.stopErr)
+	}
+	var gs, rss []float64
+	for _, sm := range r.smp.samples {
+		gs = append(gs, sm.goroutines)
+		rss = append(rss, sm.rss)
+	}
+	gt := judge(gs, 0.2, 25)
+	rt := judge(rss, 0.15, 16<<20)
+	if !gt.bounded {
+		failf("goroutines grow: mean %.0f in the middle third, %.0f in the last", gt.middle, gt.last)
+	}
+	if !rt.bounded {
+		failf("RSS grows: mean %.1f MiB in the middle third, %.1f MiB in the last", rt.middle/(1<<20), rt.last/(1<<20))
+	}
+	if gt.n < 6 {
+		failf("too few resource samples (%d) to judge a trend", gt.n)
+	}
+
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	mib := func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+	verdict := func(t trend) string {
+		if t.bounded {
+			return "bounded"
+		}
+		return "GROWING"
+	}
+	p("cycled soak: %s at 100 Hz (period 10ms), %d configured modules + runtime registrations, seed %d",
+		r.duration, len(s.mods)+1, r.seed)
+	p("  ticks            %d checked (ids %d..%d), %d missed; %.1f ticks/s; %d overruns, %d skipped grid points",
+		st.ticks, st.firstID, st.lastID, f.missed, float64(st.ticks)/r.elapsed.Seconds(), st.overruns, st.skippedPoints)
+	p("  start lag        p50 %.3f ms, p99 %.3f ms, max %.3f ms; longest tick %.1f ms",
+		st.percentile(0.5), st.percentile(0.99), st.percentile(1), st.maxWallMs)
+	p("  invariants       %d violation(s) in %d summaries (faultsummary/check, tolerance %s, %d reconfigurations followed)",
+		len(vs), f.chk.Checked(), r.tol, f.reconfigs)
+	ns, worst, stalled := r.probe.summary()
+	p("  host stalls      %d measured by the probe (worst %s, total %s); %d tier_budget violation(s) in ticks overlapping them excused",
+		ns, worst.Round(time.Millisecond), stalled.Round(time.Millisecond), len(excused))
+	var kinds []string
+	total := 0
+	for _, k := range faultKinds {
+		n := s.get("fault." + k)
+		total += n
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	p("  faults injected  %d: %s; %d reset", total, strings.Join(kinds, ", "), s.get("fault.reset"))
+	p("  safety episodes  %d (fail %d, hang %d)", s.get("safety.fail")+s.get("safety.hang"), s.get("safety.fail"), s.get("safety.hang"))
+	p("  emergency        %d episode(s), %d tick(s) in emergency mode", st.episodes, st.emergencyTicks)
+	p("  outcomes         %s", formatCounts(st.statuses))
+	p("  ticks finished   %s; %d tier budget violations", formatCounts(st.finishes), st.budgetViolations)
+	p("  breakers         %d opened (stream events); %d breaker resets, %d emergency resets",
+		f.breakerOpens, s.get("reset.breaker"), s.get("reset.emergency"))
+	remoteKind := "http"
+	if s.kindNote != "" {
+		remoteKind = "builtin fallback"
+	}
+	p("  remote modules   %d registered (%s), %d deregistered; %d requests served by the soak's module server",
+		s.get("remote.registered.http")+s.get("remote.registered.builtin"), remoteKind, s.get("remote.deregistered"), r.s.remote.requests.Load())
+	p("  reloads          %d valid, %d invalid (422, configuration kept)", s.get("reload.valid"), s.get("reload.invalid"))
+	p("  clients          polls %d (200) + %d (304); long-polls %d (slowest %.1f ms); SSE %d connections, %d tick events, %d skip notices; %d other reads",
+		s.get("poll.200"), s.get("poll.304"), s.get("longpoll"), float64(s.get("longpoll.worst_us"))/1000,
+		s.get("sse.connects"), s.get("sse.ticks"), s.get("sse.skipped_notices"), s.get("reads"))
+	p("  checker feed     %d from the stream, %d filled from GET /ticks, %d reconnects, %d skip notices; history %d",
+		f.sseTicks, f.filled, f.reconnects, f.sseSkips, r.history)
+	p("  goroutines       max %.0f; mean %.0f (middle third) → %.0f (last third): %s", gt.max, gt.middle, gt.last, verdict(gt))
+	p("  RSS              max %s; mean %s (middle third) → %s (last third): %s", mib(rt.max), mib(rt.middle), mib(rt.last), verdict(rt))
+	p("  daemon           healthz ok %d/%d s, ticks advanced every second; SIGTERM → exit %d in %s",
+		r.smp.healthOK, len(r.smp.samples), r.exitCode, r.stopTook.Round(time.Millisecond))
+	if s.kindNote != "" {
+		p("  note             %s", s.kindNote)
+	}
+	if len(byRule) > 0 {
+		p("  violations by rule: %s", formatCounts(byRule))
+		if len(r.allowed) > 0 {
+			var names []string
+			for k := range r.allowed {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			p("  allowed (known issues, not failing the soak): %s", strings.Join(names, ", "))
+		}
+		for i, v := range vs {
+			if i == 20 {
+				p("    … and %d more", len(vs)-20)
+				break
+			}
+			p("    %s", v.Violation)
+		}
+	}
+	if len(fails) == 0 {
+		p("PASS")
+		return true
+	}
+	p("FAIL")
+	for i, e := range fails {
+		if i == 30 {
+			p("  … and %d more", len(fails)-30)
+			break
+		}
+		p("  - %s", e)
+	}
+	return false
+}
+
+func formatCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -20,13 +20,35 @@ bench:
 bench-tick:
 	@for i in $$(seq $(REPS)); do $(GO) test -run '^$$' -bench 'BenchmarkTick$$|BenchmarkBaseline' -benchmem -count=1 ./cycle; done | $(GO) run ./internal/benchratio
 
-## lint: gofmt check and go vet.
+COMPARE_REPS ?= 3
+
+## bench-compare: cycled side by side with (A) plain Go, (B) failsafe-go and (C) a Python
+## asyncio sketch: tick cost, deadline adherence, period keeping, memory, HTTP under load.
+## One run of about 8 minutes on 2 cores; rewrites the generated tables of BENCHMARKS.md
+## (raw results in bench/out/results.json). bench/ is its own module (peer libraries stay
+## out of the product's go.mod).
+bench-compare:
+	$(GO) build -o bench/out/cycled ./cmd/cycled
+	cd bench && $(GO) build -o out/compare ./cmd/compare
+	cd bench && ./out/compare -reps $(COMPARE_REPS) -daemon out/cycled -out ../BENCHMARKS.md -json out/results.json
+
+## lint: gofmt check, go vet and staticcheck (honnef.co/go/tools, pinned here and fetched
+## by go run from the module proxy: a tool, not a dependency of the module).
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+## soak: the real daemon at 100 Hz under random faults, reloads, registrations and
+## clients for $(SOAK); every tick summary goes through the invariant checker, goroutines
+## and RSS must stay bounded (internal/soak documents the rules). SOAK=10m make soak.
+SOAK ?= 60s
+soak:
+	$(GO) run ./internal/soak -duration $(SOAK)
 
 ## run: run the daemon on its embedded demo configuration.
 run:

@@ -296,6 +296,9 @@ func (r *report) write(w io.Writer) bool {
 	var fails []string
 	failf := func(format string, a ...any) { fails = append(fails, fmt.Sprintf(format, a...)) }
 
+	if r.crashed {
+		failf("the daemon exited during the soak: %v", r.d.err)
+	}
 	_, all := f.progress()
 	vs, excused := r.probe.split(all)
 	byRule := map[string]int{}
@@ -320,9 +323,6 @@ func (r *report) write(w io.Writer) bool {
 	}
 	for _, e := range r.smp.problems {
 		failf("sampler: %s", e)
-	}
-	if r.crashed {
-		failf("the daemon exited during the soak: %v", r.d.err)
 	}
 	if r.drainErr != nil {
 		failf("final drain: %v", r.drainErr)

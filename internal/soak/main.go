@@ -49,7 +49,7 @@
 //     process_resident_memory_bytes from /metrics are recorded.
 //   - Goroutines and RSS are bounded: the samples are split into thirds; the first third is
 //     warm-up; the mean of the last third must be at most the mean of the middle third
-//     × 1.2 + 25 goroutines, and × 1.15 + 16 MiB of RSS.
+//     × 1.05 + 10 goroutines, and × 1.10 + 8 MiB of RSS (sampler.go).
 //   - Every request answered as expected (no 5xx, no transport error), the admin token never
 //     in the daemon's log, GET /config or the state file, and SIGTERM ends the daemon with
 //     exit code 0 within 5 s.
@@ -338,8 +338,8 @@ func (r *report) write(w io.Writer) bool {
 		gs = append(gs, sm.goroutines)
 		rss = append(rss, sm.rss)
 	}
-	gt := judge(gs, 0.2, 25)
-	rt := judge(rss, 0.15, 16<<20)
+	gt := judge(gs, goroutineRel, goroutineAbs)
+	rt := judge(rss, rssRel, rssAbs)
 	if !gt.bounded {
 		failf("goroutines grow: mean %.0f in the middle third, %.0f in the last", gt.middle, gt.last)
 	}

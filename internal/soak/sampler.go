@@ -129,12 +129,22 @@ func procRSS(pid int) float64 {
 
 // trend is the boundedness verdict on one resource.
 //
-// The rule: the samples are split into thirds by time. The first third is warm-up
-// (history filling, connection pools, the Go heap finding its size) and is ignored. The
-// resource is bounded when the mean of the last third is at most the mean of the middle
-// third × (1 + rel) + abs: a leak of one goroutine per second, or of a few hundred KiB per
-// second, shows over a one-minute soak; noise (streams reconnecting, hung modules
-// waiting out their hang, GC cycles) does not.
+// The rule: the samples (one a second) are split into thirds by time. The first third is
+// warm-up (the history filling, connection pools, the Go heap finding its size) and is
+// ignored. The resource is bounded when the mean of the last third is at most the mean of
+// the middle third × (1 + rel) + abs: for goroutines × 1.05 + 10, for RSS × 1.10 + 8 MiB.
+// The means of two thirds are a third of the run apart, so a leak shows as its rate times
+// that: one goroutine a second is +20 over a one-minute soak and fails it; a leak of
+// memory fails a one-minute soak from about 0.75 MiB/s, a five-minute soak from about
+// 0.15 MiB/s. Noise (streams reconnecting, hung modules waiting out their hang, GC
+// cycles) stays inside the margins: over a minute the observed means of the two thirds
+// differ by a few goroutines and a few MiB.
+const (
+	goroutineRel, goroutineAbs = 0.05, 10
+	rssRel, rssAbs             = 0.10, 8 << 20
+)
+
+// trend is the verdict on one resource.
 type trend struct {
 	max, middle, last float64
 	bounded           bool

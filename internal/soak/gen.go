@@ -184,6 +184,9 @@ func render(v variant, mods []module, s settings) string {
 	return b.String()
 }
 
+// syntaxError is the kind of invalid configuration that is not YAML at all.
+const syntaxError = "YAML syntax error"
+
 // invalid returns a configuration that must be rejected whole (POST /config/reload → 422),
 // the k-th of a few kinds of mistake.
 func invalid(k int, v variant, mods []module, s settings) (string, string) {
@@ -198,7 +201,7 @@ func invalid(k int, v variant, mods []module, s settings) (string, string) {
 	case 3:
 		return "unknown tier", strings.Replace(good, "{name: e_00, tier: execution", "{name: e_00, tier: actuation", 1)
 	case 4:
-		return "YAML syntax error", strings.Replace(good, "breakers:\n", "breakers: [\n", 1)
+		return syntaxError, strings.Replace(good, "breakers:\n", "breakers: [\n", 1)
 	default:
 		return "fail_rate out of range", strings.Replace(good, "fail_rate: 0.02", "fail_rate: 2", 1)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/tiers"
@@ -135,6 +136,9 @@ func classify(err error, def int) (int, apiError) {
 			e.Field = ve.Problems[0].Path
 		}
 		return http.StatusUnprocessableEntity, e
+	case errors.Is(err, config.ErrSyntax):
+		// A configuration file that is not YAML: the reload is rejected, the config stays.
+		return http.StatusUnprocessableEntity, apiError{Code: "invalid", Message: msg}
 	case errors.Is(err, cycle.ErrNotFound):
 		return http.StatusNotFound, apiError{Code: "not_found", Message: msg}
 	case errors.Is(err, cycle.ErrDuplicate):

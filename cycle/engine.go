@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -607,27 +607,12 @@ func (e *Engine) WaitWorkers(ctx context.Context) error {
 	}
 }
 
-// circuits returns the names of the open and the half-open breakers, sorted.
-func (e *Engine) circuits() (open, half []string) {
+// circuitSnapshot returns the breakers that are not closed, with their state.
+func (e *Engine) circuitSnapshot() map[string]breaker.State {
 	e.circMu.Lock()
-	for n, st := range e.nonClosed {
-		if st == breaker.Open {
-			open = append(open, n)
-		} else {
-			half = append(half, n)
-		}
+	defer e.circMu.Unlock()
+	if len(e.nonClosed) == 0 {
+		return nil
 	}
-	e.circMu.Unlock()
-	sort.Strings(open)
-	sort.Strings(half)
-	return open, half
-}
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return maps.Clone(e.nonClosed)
 }

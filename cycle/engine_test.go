@@ -738,3 +738,45 @@ func TestEmergencyRecoveryNeedsEverySafetyModule(t *testing.T) {
 		}
 	})
 }
+
+// When the runners are all stuck past the deadline, the modules they never reached are
+// reported for what they are: not due and emergency-only modules keep those statuses, the
+// rest timed_out as never started (no breaker event).
+func TestDeadlineBeforeAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ts := []tiers.Tier{{Name: "safety", Budget: time.Second}, {Name: "work", Budget: 500 * time.Microsecond}}
+		var regs []Registration
+		n := claimChunk * runtime.GOMAXPROCS(0)
+		for i := 0; i < n; i++ {
+			m := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+				if i%claimChunk == 0 {
+					time.Sleep(2 * time.Millisecond) // ignores its context, holds its runner
+				}
+				return i, nil
+			}}
+			regs = append(regs, reg(fmt.Sprintf("b%03d", i), "work", m, func(s *tiers.ModuleSpec) { s.Priority = 10 }))
+		}
+		regs = append(regs,
+			reg("nd", "work", ok(1), func(s *tiers.ModuleSpec) { s.Every = 2 }),
+			reg("eo", "work", ok(1), func(s *tiers.ModuleSpec) { s.Emergency = true }),
+			reg("plain", "work", ok(1)),
+		)
+		e := newEngine(t, Config{Tiers: ts}, regs)
+		s := tick(t, e)
+		if st := mod(t, s, "nd").Status; st != faultsummary.StatusNotDue {
+			t.Errorf("nd: %q, want not_due", st)
+		}
+		if st := mod(t, s, "eo").Status; st != faultsummary.StatusSkipped {
+			t.Errorf("eo: %q, want skipped", st)
+		}
+		p := mod(t, s, "plain")
+		if p.Status != faultsummary.StatusTimedOut || p.Attempts != 0 || p.Error != errUnstarted.Error() {
+			t.Errorf("plain: %+v, want timed_out, 0 attempts, never started", p)
+		}
+		if b := mod(t, s, "b000"); b.Status != faultsummary.StatusTimedOut || b.Attempts != 1 {
+			t.Errorf("b000: %+v, want timed_out after 1 attempt", b)
+		}
+		synctest.Wait()
+		time.Sleep(5 * time.Millisecond) // let the blocked modules return before the bubble ends
+	})
+}

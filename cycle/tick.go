@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/blackboard"
+	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/tiers"
@@ -135,14 +136,28 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 
 	// Circuits after this tick. Lines carry the state seen when their module finished; a
 	// breaker that moved later in the tick (a shared one, or a probe) is read again.
-	if e.brTransitions.Load() != transitionsBefore {
+	// Lines and lists come from one snapshot of the non-closed breakers, so that a
+	// breaker half-opened meanwhile by a reader (GET /breakers) cannot make them disagree.
+	snap := e.circuitSnapshot()
+	if e.brTransitions.Load() != transitionsBefore || len(snap) > 0 {
 		for i := range s.Modules {
-			if br := st.lines[i].br; br != nil {
-				s.Modules[i].CircuitState = br.Peek().String()
+			m := &s.Modules[i]
+			if stt, ok := snap[st.lines[i].brName]; ok {
+				m.CircuitState = stt.String()
+			} else if m.CircuitState != "closed" {
+				m.CircuitState = breaker.Closed.String()
 			}
 		}
 	}
-	s.OpenCircuits, s.HalfOpenCircuits = e.circuits()
+	for name, stt := range snap {
+		if stt == breaker.Open {
+			s.OpenCircuits = append(s.OpenCircuits, name)
+		} else {
+			s.HalfOpenCircuits = append(s.HalfOpenCircuits, name)
+		}
+	}
+	slices.Sort(s.OpenCircuits)
+	slices.Sort(s.HalfOpenCircuits)
 	s.Normalize()
 	s.OverallSeverity = s.ComputeSeverity()
 

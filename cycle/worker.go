@@ -119,8 +119,17 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 		for {
 			v := w.phase.Load()
 			if v>>3 != tr.tick {
+				if v&7 == phCommitting {
+					runtime.Gosched() // an earlier run is writing its result: brief
+					continue
+				}
 				if w.phase.CompareAndSwap(v, phase(tr.tick, phUnstarted)) {
 					ln := tr.e.initLine(tr.s, rt, tr.tierName)
+					if tr.preAdmit(rt, ln) {
+						// Not due, emergency-only or busy: that is its outcome, deadline or not.
+						late = append(late, int32(j))
+						break
+					}
 					ln.Status = statusUnstarted
 					ln.FaultKind = fault.KindTransient.String()
 					ln.Error = errUnstarted.Error()
@@ -257,6 +266,27 @@ const (
 	dispatched        // handed to its dedicated goroutine, which reports it
 )
 
+// preAdmit decides the outcomes that do not need the breaker or a run: an emergency-only
+// module outside emergency mode is skipped, a multi-rate module not due this tick is
+// not_due, a module still running from an earlier tick is busy. It reports whether it
+// decided.
+func (tr *tierRun) preAdmit(rt *modRT, ln *faultsummary.Module) bool {
+	switch {
+	case rt.spec.Emergency && !tr.emergency:
+		ln.Status = faultsummary.StatusSkipped
+	case tr.tick%uint64(rt.spec.EveryN()) != 0:
+		ln.Status = faultsummary.StatusNotDue
+	case rt.w.running.Load():
+		ln.Status = faultsummary.StatusBusy
+		ln.FaultKind = fault.KindTransient.String()
+		ln.Error = errBusy.Error()
+		tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errBusy
+	default:
+		return false
+	}
+	return true
+}
+
 // process admits module j of tr and runs it inline or dispatches it. It returns the time
 // the work ended (for the next module's start) and what it did.
 func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
@@ -275,15 +305,7 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 	ln := e.initLine(tr.s, rt, tr.tierName)
 	i := rt.idx
 	switch {
-	case rt.spec.Emergency && !tr.emergency:
-		ln.Status = faultsummary.StatusSkipped
-	case tr.tick%uint64(rt.spec.EveryN()) != 0:
-		ln.Status = faultsummary.StatusNotDue
-	case w.running.Load():
-		ln.Status = faultsummary.StatusBusy
-		ln.FaultKind = fault.KindTransient.String()
-		ln.Error = errBusy.Error()
-		e.kinds[i], e.errs[i] = fault.KindTransient, errBusy
+	case tr.preAdmit(rt, ln):
 	default:
 		p := rt.br.Acquire()
 		if !p.Allowed() {
@@ -370,6 +392,15 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 	probe := w.permit.Kind() == breaker.Probe
 	kind := r.res.Kind
 	e.kinds[i], e.errs[i] = kind, r.res.Err
+	if r.res.Attempts == 0 && r.res.Err != nil {
+		// Reached after the deadline had passed: not a run, and not the module's failure.
+		ln.Status = statusUnstarted
+		ln.FaultKind = fault.KindTransient.String()
+		ln.Error = errUnstarted.Error()
+		e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
+		tr.exception(tr.indexOf(rt))
+		return
+	}
 	if r.res.Err != nil {
 		ln.Status = faultsummary.StatusFailed
 		if kind == fault.KindControl {

@@ -1,0 +1,107 @@
+package peers
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cycled/cycled/cycle"
+)
+
+func contenders(t *testing.T, spec Spec) map[string]Contender {
+	t.Helper()
+	e, err := NewEngine(spec, cycle.Coarse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]Contender{"engine": e, "A": NewPlain(spec), "B": NewFailsafe(spec)}
+}
+
+// Every peer reports the same statuses and fallbacks for the tick-cost workload.
+func TestPeersAgreeOnTrivialWorkload(t *testing.T) {
+	var on atomic.Bool
+	spec := TrivialSpec(50, true, &on, FiveTiers(time.Second, 1, time.Millisecond, time.Millisecond, 1<<30))
+	for name, c := range contenders(t, spec) {
+		ctx := context.Background()
+		on.Store(false)
+		for range 4 {
+			if err := c.Tick(ctx); err != nil {
+				t.Fatal(name, err)
+			}
+		}
+		on.Store(true)
+		if err := c.Tick(ctx); err != nil {
+			t.Fatal(name, err)
+		}
+		v := c.Last()
+		if len(v.Lines) != 50 {
+			t.Fatalf("%s: %d lines", name, len(v.Lines))
+		}
+		failed := 0
+		for _, ln := range v.Lines {
+			switch ln.Status {
+			case StatusOK:
+				if ln.Source != SourceLive {
+					t.Errorf("%s: %s ok but served %q", name, ln.Name, ln.Source)
+				}
+			case StatusFailed:
+				failed++
+				if ln.Kind != "transient" || ln.Source != SourceLastGood || !ln.Stale {
+					t.Errorf("%s: %s failed: %+v", name, ln.Name, ln)
+				}
+			default:
+				t.Errorf("%s: %s status %q", name, ln.Name, ln.Status)
+			}
+		}
+		if failed != 5 {
+			t.Errorf("%s: %d failed, want 5", name, failed)
+		}
+		c.Close()
+	}
+}
+
+// A module ignoring its context is abandoned at the deadline and busy until it returns;
+// one honouring it fails or times out; the tier ends near its budget.
+func TestPeersAbandonHungModule(t *testing.T) {
+	var conc Concurrency
+	ts := []TierSpec{
+		{Name: "safety", Budget: 50 * time.Millisecond, MaxAttempts: 1, FailureThreshold: 1 << 30, Cooldown: time.Second},
+		{Name: "work", Budget: 30 * time.Millisecond, MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffFactor: 2,
+			BackoffMax: 10 * time.Millisecond, FailureThreshold: 1 << 30, Cooldown: time.Second},
+	}
+	mods := []Module{{Name: "s", Tier: 0, Fn: Trivial}, {Name: "hung", Tier: 1, Fn: Hung(100*time.Millisecond, &conc)},
+		{Name: "honour", Tier: 1, Fn: Honour(100 * time.Millisecond)}, {Name: "fast", Tier: 1, Fn: Trivial}}
+	spec := Spec{Tiers: ts, Modules: mods}
+	for name, c := range contenders(t, spec) {
+		for tick := 0; tick < 3; tick++ {
+			time.Sleep(5 * time.Millisecond) // a scheduler leaves the rest of the period
+			if err := c.Tick(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			v := c.Last()
+			el := v.Tiers[1].Elapsed
+			if el < 30*time.Millisecond || el > 45*time.Millisecond {
+				t.Errorf("%s tick %d: work tier took %v", name, tick, el)
+			}
+			st := map[string]string{}
+			for _, ln := range v.Lines {
+				st[ln.Name] = ln.Status
+			}
+			if want := map[int]string{0: StatusTimedOut, 1: StatusBusy, 2: StatusBusy}[tick]; st["hung"] != want {
+				t.Errorf("%s tick %d: hung %q, want %q", name, tick, st["hung"], want)
+			}
+			if st["honour"] != StatusFailed && st["honour"] != StatusTimedOut {
+				t.Errorf("%s tick %d: honour %q", name, tick, st["honour"])
+			}
+			if st["fast"] != StatusOK || st["s"] != StatusOK {
+				t.Errorf("%s tick %d: %v", name, tick, st)
+			}
+		}
+		c.Close()
+		time.Sleep(120 * time.Millisecond) // let the hung module return
+	}
+	if conc.Max() != 1 {
+		t.Errorf("hung module ran %d times concurrently", conc.Max())
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/lastgood"
@@ -779,4 +780,27 @@ func TestDeadlineBeforeAdmission(t *testing.T) {
 		synctest.Wait()
 		time.Sleep(5 * time.Millisecond) // let the blocked modules return before the bubble ends
 	})
+}
+
+// A module that returns after its tier's deadline is timed_out and its value discarded,
+// even when the engine only gets to look after it returned (here: a simulated clock that
+// the module itself moves past the deadline).
+func TestLateResultDiscardedOnFakeClock(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	late := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+		clk.Advance(200 * time.Millisecond) // "takes" 200ms of a 100ms budget
+		return "late", nil
+	}}
+	e := newEngine(t, Config{}, []Registration{reg("late", "planning", late, func(s *tiers.ModuleSpec) { s.MaxAttempts = 1 })},
+		WithClock(clk))
+	for i := 0; i < 3; i++ { // the third timed-out tick opens its breaker (threshold 3)
+		s := tick(t, e)
+		m := mod(t, s, "late")
+		if m.Status != faultsummary.StatusTimedOut || m.Served.Source == blackboard.Live {
+			t.Fatalf("tick %d: %+v, want timed_out with the value discarded", s.TickID, m)
+		}
+		if !tierOf(t, s, "planning").BudgetExhausted {
+			t.Fatal("budget not reported exhausted")
+		}
+	}
 }

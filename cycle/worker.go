@@ -392,6 +392,17 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 	probe := w.permit.Kind() == breaker.Probe
 	kind := r.res.Kind
 	e.kinds[i], e.errs[i] = kind, r.res.Err
+	if r.end.After(tr.deadline) {
+		// It returned after the deadline, before the engine got round to abandoning it
+		// (a late wake-up): the result is late all the same, and discarded.
+		ln.Status = faultsummary.StatusTimedOut
+		ln.FaultKind = fault.KindTransient.String()
+		ln.Error = errAbandoned.Error()
+		e.kinds[i], e.errs[i] = fault.KindTransient, errAbandoned
+		tr.budgetExhausted.Store(true)
+		tr.exception(tr.indexOf(rt))
+		return
+	}
 	if r.res.Attempts == 0 && r.res.Err != nil {
 		// Reached after the deadline had passed: not a run, and not the module's failure.
 		ln.Status = statusUnstarted

@@ -18,7 +18,7 @@ import (
 // its failures, not by its size.
 const (
 	KeepWhole  = 64
-	WholeLines = 200_000
+	WholeLines = 100_000
 )
 
 // keepWhole returns how many summaries of n module lines are kept whole.

@@ -219,6 +219,10 @@ type Breaker struct {
 	listeners []Listener  // immutable after New
 
 	peek atomic.Uint32 // mirrors state for lock-free readers
+	// fast is gen<<1|1 while the breaker is closed with no failure counted, 0 otherwise:
+	// the common case (a closed breaker and a success) then takes no lock at all.
+	fast     atomic.Uint64
+	fastSucc atomic.Uint64 // successes recorded on the fast path
 
 	mu             sync.Mutex
 	state          State        // guarded by mu
@@ -243,10 +247,21 @@ func New(s Settings, opts ...Option) *Breaker {
 			opt.apply(&o)
 		}
 	}
-	return &Breaker{
+	b := &Breaker{
 		settings:  s.withDefaults(),
 		clock:     clock.Or(o.clock),
 		listeners: slices.Clip(o.listeners),
+	}
+	b.fast.Store(1) // generation 0, closed, no failure
+	return b
+}
+
+// syncFastLocked refreshes the fast word after a change of state, generation or count.
+func (b *Breaker) syncFastLocked() {
+	if b.state == Closed && b.consecutive == 0 {
+		b.fast.Store(b.gen<<1 | 1)
+	} else {
+		b.fast.Store(0)
 	}
 }
 
@@ -258,6 +273,9 @@ func (b *Breaker) Settings() Settings { return b.settings }
 
 // Acquire asks to run once. An open breaker whose cooldown has elapsed half-opens here.
 func (b *Breaker) Acquire() Permit {
+	if f := b.fast.Load(); f&1 == 1 {
+		return Permit{kind: Pass, gen: f >> 1}
+	}
 	b.mu.Lock()
 	var p Permit
 	switch b.state {
@@ -287,6 +305,10 @@ func (b *Breaker) Success(p Permit) {
 	if p.kind == Refused {
 		return
 	}
+	if p.kind == Pass && b.fast.Load() == p.gen<<1|1 {
+		b.fastSucc.Add(1) // closed, nothing counted: a success changes nothing else
+		return
+	}
 	b.mu.Lock()
 	if !b.currentLocked(p) {
 		b.mu.Unlock()
@@ -294,6 +316,7 @@ func (b *Breaker) Success(p Permit) {
 	}
 	b.totalSuccesses++
 	b.consecutive = 0
+	b.syncFastLocked()
 	if p.kind == Probe {
 		b.probeSuccesses++
 		if b.probeSuccesses >= b.settings.HalfOpenSuccesses {
@@ -320,6 +343,7 @@ func (b *Breaker) Failure(p Permit, k fault.Kind) {
 	}
 	b.totalFailures++
 	b.consecutive++
+	b.syncFastLocked()
 	switch p.kind {
 	case Pass:
 		if b.consecutive >= b.settings.FailureThreshold {
@@ -369,7 +393,7 @@ func (b *Breaker) Snapshot() Snapshot {
 		ProbesInFlight:      len(b.probes),
 		ProbeSuccesses:      b.probeSuccesses,
 		TotalFailures:       b.totalFailures,
-		TotalSuccesses:      b.totalSuccesses,
+		TotalSuccesses:      b.totalSuccesses + b.fastSucc.Load(),
 		Transitions:         b.transitions,
 		OpenedAt:            b.openedAt,
 		Settings:            b.settings,
@@ -391,6 +415,7 @@ func (b *Breaker) Reset() {
 		b.consecutive = 0
 		b.probes = b.probes[:0]
 		b.probeSuccesses = 0
+		b.syncFastLocked()
 	}
 	b.unlock()
 }
@@ -432,6 +457,7 @@ func (b *Breaker) transitionLocked(to State, reason string, now time.Time) {
 	from := b.state
 	b.state = to
 	b.peek.Store(uint32(to))
+	defer b.syncFastLocked()
 	b.gen++
 	b.transitions++
 	b.probes = b.probes[:0]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cycled/cycled/cycle"
@@ -64,6 +65,11 @@ func TestPeersAgreeOnTrivialWorkload(t *testing.T) {
 // A module ignoring its context is abandoned at the deadline and busy until it returns;
 // one honouring it fails or times out; the tier ends near its budget.
 func TestPeersAbandonHungModule(t *testing.T) {
+	// On virtual time: the hung module's 100 ms and the budgets cost no wall-clock time.
+	synctest.Test(t, testPeersAbandonHungModule)
+}
+
+func testPeersAbandonHungModule(t *testing.T) {
 	var conc Concurrency
 	ts := []TierSpec{
 		{Name: "safety", Budget: 50 * time.Millisecond, MaxAttempts: 1, FailureThreshold: 1 << 30, Cooldown: time.Second},

@@ -191,8 +191,9 @@ const (
 	reasonReset     = "reset"
 )
 
-// withDefaults returns s with every zero (or negative) field replaced by its default.
-func (s Settings) withDefaults() Settings {
+// WithDefaults returns s with every zero (or negative) field replaced by its default, as
+// New applies them.
+func (s Settings) WithDefaults() Settings {
 	if s.FailureThreshold <= 0 {
 		s.FailureThreshold = defaultFailureThreshold
 	}
@@ -248,7 +249,7 @@ func New(s Settings, opts ...Option) *Breaker {
 		}
 	}
 	b := &Breaker{
-		settings:  s.withDefaults(),
+		settings:  s.WithDefaults(),
 		clock:     clock.Or(o.clock),
 		listeners: slices.Clip(o.listeners),
 	}
@@ -547,7 +548,7 @@ func (r *Registry) GetOrCreate(s Settings) (*Breaker, error) {
 	if !ok {
 		return b, nil
 	}
-	if diff := diffSettings(b.settings, s.withDefaults()); diff != "" {
+	if diff := diffSettings(b.settings, s.WithDefaults()); diff != "" {
 		return b, fmt.Errorf("breaker %q: %w: %s", s.Name, ErrConflict, diff)
 	}
 	return b, nil

@@ -299,18 +299,24 @@ func (m ModuleConfig) registration(p string, o buildOptions) (cycle.Registration
 	}
 	b, err := modules.NewBuiltin(s, o.moduleOptions()...)
 	if err != nil {
-		var ve *tiers.ValidationError
-		if errors.As(err, &ve) {
-			var ps tiers.Problems
-			for _, q := range ve.Problems {
-				ps = append(ps, tiers.Problem{Path: sub(join(p, "builtin"), q.Path), Message: q.Message})
-			}
-			return reg, ps
-		}
-		return reg, tiers.Problems{{Path: join(p, "builtin"), Message: err.Error()}}
+		return reg, problemsUnder(join(p, "builtin"), err)
 	}
 	reg.Module = b
 	return reg, nil
+}
+
+// problemsUnder turns a module constructor's error into problems under prefix: each
+// problem of a *tiers.ValidationError with its path below prefix, anything else at prefix.
+func problemsUnder(prefix string, err error) tiers.Problems {
+	var ve *tiers.ValidationError
+	if !errors.As(err, &ve) {
+		return tiers.Problems{{Path: prefix, Message: err.Error()}}
+	}
+	var ps tiers.Problems
+	for _, q := range ve.Problems {
+		ps = append(ps, tiers.Problem{Path: sub(prefix, q.Path), Message: q.Message})
+	}
+	return ps
 }
 
 // normalized returns s as a Builtin stores it, for comparing settings.
@@ -339,15 +345,7 @@ func (m ModuleConfig) httpRegistration(reg cycle.Registration, p string, o build
 	}
 	h, err := modules.NewHTTP(hs, modules.WithClock(o.clock))
 	if err != nil {
-		var ve *tiers.ValidationError
-		if errors.As(err, &ve) {
-			var ps tiers.Problems
-			for _, q := range ve.Problems {
-				ps = append(ps, tiers.Problem{Path: sub(join(p, "http"), q.Path), Message: q.Message})
-			}
-			return reg, ps
-		}
-		return reg, tiers.Problems{{Path: join(p, "http"), Message: err.Error()}}
+		return reg, problemsUnder(join(p, "http"), err)
 	}
 	reg.Module = h
 	return reg, nil

@@ -134,8 +134,8 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	em := s.Emergency
 	e.emView.Store(&em)
 
-	// Circuits after this tick. Lines carry the state seen when their module finished; a
-	// breaker that moved later in the tick (a shared one, or a probe) is read again.
+	// Circuits after this tick. Lines carry the state seen at admission; if any breaker
+	// moved during the tick (a failure, a probe, a shared breaker) they are read again here.
 	// Lines and lists come from one snapshot of the non-closed breakers, so that a
 	// breaker half-opened meanwhile by a reader (GET /breakers) cannot make them disagree.
 	snap := e.circuitSnapshot()
@@ -340,7 +340,6 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 			}
 			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
 		}
-		ln.CircuitState = rt.br.Peek().String()
 		if failedNow {
 			if ln.FaultKind == "" && e.kinds[i] != fault.KindNone {
 				ln.FaultKind = e.kinds[i].String()

@@ -400,7 +400,7 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 		ln.Error = errAbandoned.Error()
 		e.kinds[i], e.errs[i] = fault.KindTransient, errAbandoned
 		tr.budgetExhausted.Store(true)
-		tr.exception(tr.indexOf(rt))
+		tr.exception(rt.tierPos)
 		return
 	}
 	if r.res.Attempts == 0 && r.res.Err != nil {
@@ -409,7 +409,7 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 		ln.FaultKind = fault.KindTransient.String()
 		ln.Error = errUnstarted.Error()
 		e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
-		tr.exception(tr.indexOf(rt))
+		tr.exception(rt.tierPos)
 		return
 	}
 	if r.res.Err != nil {
@@ -421,7 +421,7 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 		}
 		ln.FaultKind = kind.String()
 		ln.Error = r.res.Err.Error()
-		tr.exception(tr.indexOf(rt))
+		tr.exception(rt.tierPos)
 		return
 	}
 	rt.br.Success(w.permit)
@@ -430,23 +430,19 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 		Written: r.end, Source: blackboard.Live, DerivedFromStale: r.readStale})
 	ln.Served = faultsummary.Served{Key: rt.key, Source: blackboard.Live, DerivedFromStale: r.readStale,
 		Value: r.value, Written: r.end, WrittenTick: tr.tick, Seq: lge.Seq}
-	ln.CircuitState = rt.br.Peek().String()
 	switch {
 	case probe:
 		ln.Status = faultsummary.StatusProbeOK
 		if r.res.Attempts > 1 {
-			tr.exception(tr.indexOf(rt)) // for retry_counts
+			tr.exception(rt.tierPos) // for retry_counts
 		}
 	case r.res.Attempts > 1:
 		ln.Status = faultsummary.StatusRetried
-		tr.exception(tr.indexOf(rt))
+		tr.exception(rt.tierPos)
 	default:
 		ln.Status = faultsummary.StatusOK
 	}
 }
-
-// indexOf returns rt's index in the tier.
-func (tr *tierRun) indexOf(rt *modRT) int { return rt.tierPos }
 
 // attempt runs the module once, recovering a panic as an internal fault.
 func (w *worker) attempt(ctx context.Context, n int) (err error) {

@@ -159,18 +159,7 @@ func Validate(cfg Config) (*Plan, Problems) {
 	tierIdx := make(map[string]int, len(cfg.Tiers))
 	for i, t := range cfg.Tiers {
 		p := fmt.Sprintf("tiers[%d]", i)
-		switch {
-		case t.Name == "":
-			add(p+".name", "must not be empty")
-		case !ValidName(t.Name):
-			add(p+".name", "%q: use letters, digits, '.', '_' and '-'", t.Name)
-		default:
-			if j, dup := tierIdx[t.Name]; dup {
-				add(p+".name", "duplicate tier %q (also tiers[%d])", t.Name, j)
-			} else {
-				tierIdx[t.Name] = i
-			}
-		}
+		checkName(p+".name", "tier", "tiers", t.Name, i, tierIdx, add)
 		if t.Budget <= 0 {
 			add(p+".budget", "must be > 0")
 		}
@@ -202,19 +191,7 @@ func Validate(cfg Config) (*Plan, Problems) {
 	// Modules: names, tiers, keys.
 	byName := make(map[string]int, len(cfg.Modules))
 	for i, m := range cfg.Modules {
-		p := fmt.Sprintf("modules[%d]", i)
-		switch {
-		case m.Name == "":
-			add(p+".name", "must not be empty")
-		case !ValidName(m.Name):
-			add(p+".name", "%q: use letters, digits, '.', '_' and '-'", m.Name)
-		default:
-			if j, dup := byName[m.Name]; dup {
-				add(p+".name", "duplicate module %q (also modules[%d])", m.Name, j)
-			} else {
-				byName[m.Name] = i
-			}
-		}
+		checkName(fmt.Sprintf("modules[%d].name", i), "module", "modules", m.Name, i, byName, add)
 	}
 
 	// Resolve tiers, deriving from depends_on where the tier is not given.
@@ -345,6 +322,23 @@ func Validate(cfg Config) (*Plan, Problems) {
 		return x.Spec.Name < y.Spec.Name
 	})
 	return plan, ps
+}
+
+// checkName checks the name of item i of list (a tier or a module): not empty, valid, and
+// not a duplicate of an earlier item; seen records the first index of every valid name.
+func checkName(path, what, list, name string, i int, seen map[string]int, add func(string, string, ...any)) {
+	switch {
+	case name == "":
+		add(path, "must not be empty")
+	case !ValidName(name):
+		add(path, "%q: use letters, digits, '.', '_' and '-'", name)
+	default:
+		if j, dup := seen[name]; dup {
+			add(path, "duplicate %s %q (also %s[%d])", what, name, list, j)
+		} else {
+			seen[name] = i
+		}
+	}
 }
 
 func effectiveAttempts(m ModuleSpec, t Tier) int {

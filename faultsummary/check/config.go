@@ -77,33 +77,11 @@ type Emergency struct {
 const (
 	defaultRecoverAfter = 3
 	defaultTTL          = 5 * time.Second
-
-	defaultFailureThreshold  = 5
-	defaultCooldown          = 30 * time.Second
-	defaultHalfOpenProbes    = 1
-	defaultHalfOpenSuccesses = 1
 )
 
 // BreakerDefaults returns s with the breaker package's defaults applied to its zero fields
 // (threshold 5, cooldown 30s, 1 probe, 1 success, trip on every fault kind).
-func BreakerDefaults(s breaker.Settings) breaker.Settings {
-	if s.FailureThreshold <= 0 {
-		s.FailureThreshold = defaultFailureThreshold
-	}
-	if s.Cooldown <= 0 {
-		s.Cooldown = defaultCooldown
-	}
-	if s.HalfOpenProbes <= 0 {
-		s.HalfOpenProbes = defaultHalfOpenProbes
-	}
-	if s.HalfOpenSuccesses <= 0 {
-		s.HalfOpenSuccesses = defaultHalfOpenSuccesses
-	}
-	if s.TripOn.Empty() {
-		s.TripOn = fault.AllFaults
-	}
-	return s
-}
+func BreakerDefaults(s breaker.Settings) breaker.Settings { return s.WithDefaults() }
 
 // FromEngine builds the checker's Config from the engine's configuration and the plan
 // that cycle.Validate returned for it (plan must not be nil). Defaults are resolved as the

@@ -173,10 +173,10 @@ type tickInfo struct {
 type Slot struct {
 	key string
 
-	mu   sync.RWMutex
-	e    Entry  // guarded by mu
-	tick uint64 // guarded by mu; the tick e was written in (0: never)
-	tier int    // guarded by mu; the writer's tier; -1: visible to every reader
+	mu   sync.Mutex // not an RWMutex: one writer per tick and few readers, and Lock is cheaper
+	e    Entry      // guarded by mu
+	tick uint64     // guarded by mu; the tick e was written in (0: never)
+	tier int        // guarded by mu; the writer's tier; -1: visible to every reader
 }
 
 // New returns an empty board that falls back to lg.
@@ -227,6 +227,17 @@ func (b *Board) Set(sl *Slot, writerTier int, e Entry) {
 	sl.mu.Unlock()
 }
 
+// SetLive is Set for a live value (Source Live, not stale), writing the fields in place:
+// the engine's path for a module that succeeded.
+func (b *Board) SetLive(sl *Slot, writerTier int, value any, module string, tick, seq uint64, written time.Time, derivedFromStale bool) {
+	id := b.cur.Load().id
+	sl.mu.Lock()
+	sl.e = Entry{Key: sl.key, Value: value, Module: module, TickID: tick, Seq: seq, Written: written,
+		Source: Live, DerivedFromStale: derivedFromStale}
+	sl.tick, sl.tier = id, writerTier
+	sl.mu.Unlock()
+}
+
 // Put writes entries for the tick in progress, visible to every reader.
 func (b *Board) Put(es ...Entry) {
 	for _, e := range es {
@@ -247,9 +258,9 @@ func (b *Board) GetFor(key string, readerTier int) (Entry, bool) {
 	sl := b.slots[key]
 	b.mu.RUnlock()
 	if sl != nil {
-		sl.mu.RLock()
+		sl.mu.Lock()
 		e, tick, tier := sl.e, sl.tick, sl.tier
-		sl.mu.RUnlock()
+		sl.mu.Unlock()
 		if tick == cur.id && tick != 0 && tier < readerTier {
 			return e, true
 		}
@@ -271,11 +282,11 @@ func (b *Board) Entries() []Entry {
 	b.mu.RUnlock()
 	out := make([]Entry, 0, len(slots))
 	for _, sl := range slots {
-		sl.mu.RLock()
+		sl.mu.Lock()
 		if sl.tick == cur.id && sl.tick != 0 {
 			out = append(out, sl.e)
 		}
-		sl.mu.RUnlock()
+		sl.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out

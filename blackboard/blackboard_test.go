@@ -409,3 +409,24 @@ func BenchmarkBoardGet(b *testing.B) {
 		})
 	}
 }
+
+// SetLive writes what Set writes for a live entry, with the same tier visibility.
+func TestSetLiveEqualsSet(t *testing.T) {
+	viaSet, viaLive := New(lastgood.New()), New(lastgood.New())
+	for _, b := range []*Board{viaSet, viaLive} {
+		b.Begin(3, t0)
+	}
+	want := Entry{Key: "k", Value: 7, Module: "m", TickID: 3, Seq: 9, Written: t0.Add(time.Millisecond), Source: Live, DerivedFromStale: true}
+	viaSet.Set(viaSet.Slot("k"), 1, want)
+	viaLive.SetLive(viaLive.Slot("k"), 1, 7, "m", 3, 9, want.Written, true)
+	for _, reader := range []int{0, 1, 2} {
+		a, aok := viaSet.GetFor("k", reader)
+		b, bok := viaLive.GetFor("k", reader)
+		if a != b || aok != bok {
+			t.Errorf("reader tier %d: SetLive gives %+v %v, Set gives %+v %v", reader, b, bok, a, aok)
+		}
+	}
+	if got, ok := viaLive.GetFor("k", 2); !ok || got != want {
+		t.Errorf("a later tier reads %+v, %v; want %+v", got, ok, want)
+	}
+}

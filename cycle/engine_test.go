@@ -804,3 +804,68 @@ func TestLateResultDiscardedOnFakeClock(t *testing.T) {
 		}
 	}
 }
+
+func TestWorthHelp(t *testing.T) {
+	for _, c := range []struct {
+		left      int64
+		perModule time.Duration
+		want      bool
+	}{
+		{0, time.Millisecond, false},
+		{-8, time.Millisecond, false}, // over-claimed: nothing left
+		{100, 100 * time.Nanosecond, false},
+		{499, 100 * time.Nanosecond, false},
+		{500, 100 * time.Nanosecond, true}, // exactly helpWork
+		{1, time.Millisecond, true},
+		{1000, 0, false}, // no module ran inline: nothing to go by
+	} {
+		if got := worthHelp(c.left, c.perModule); got != c.want {
+			t.Errorf("worthHelp(%d, %v) = %v, want %v", c.left, c.perModule, got, c.want)
+		}
+	}
+}
+
+// A tier starts on one runner and takes a second only when what is left is worth waking
+// it for: a short tier never runs two modules at once, a long one does.
+func TestRunnersScaleWithTheTier(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs GOMAXPROCS ≥ 2")
+	}
+	for _, c := range []struct {
+		name string
+		n    int
+		cost time.Duration // virtual time each module takes (under fastLatency: inline)
+		want int32         // modules running at once, at most
+	}{
+		{"short tier", 16, time.Microsecond, 1},
+		{"long tier", 64, 20 * time.Microsecond, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var running, peak atomic.Int32
+				var measure atomic.Bool
+				var regs []Registration
+				for i := range c.n {
+					regs = append(regs, reg(fmt.Sprintf("m%02d", i), "planning", &script{fn: func(context.Context, *tiers.Input) (any, error) {
+						r := running.Add(1)
+						if measure.Load() && r > peak.Load() {
+							peak.Store(r)
+						}
+						time.Sleep(c.cost)
+						running.Add(-1)
+						return i, nil
+					}}))
+				}
+				e := newEngine(t, Config{}, regs)
+				for i := 0; i <= fastStreak; i++ {
+					tick(t, e) // every module proves fast
+				}
+				measure.Store(true)
+				s := tick(t, e)
+				if got := peak.Load(); got != c.want {
+					t.Fatalf("%d modules ran at once, want %d (tier took %vms)", got, c.want, tierOf(t, s, "planning").ElapsedMs)
+				}
+			})
+		})
+	}
+}

@@ -93,6 +93,8 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		Modules:           make([]faultsummary.Module, len(st.lines)),
 	}
 	e.pendingGap = 0
+	clear(e.kinds)
+	clear(e.errs)
 	if lag := start.Sub(scheduled); lag > 0 {
 		s.StartLagMs = blackboard.Millis(lag)
 	}
@@ -178,14 +180,16 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	return s
 }
 
-// initLine resets the summary line of a module (lines are in plan order, so its index is fixed).
+// initLine starts the summary line of a module (lines are in plan order, so its index is
+// fixed); it is called once per module per tick, on a line nothing has written yet.
 func (e *Engine) initLine(s *faultsummary.Summary, rt *modRT, tierName string) *faultsummary.Module {
-	i := rt.idx
-	ln := &s.Modules[i]
-	*ln = faultsummary.Module{Name: rt.name, Tier: tierName, TierIndex: rt.planned.TierIndex,
-		Breaker: rt.brName, CircuitState: rt.br.Peek().String(), Served: faultsummary.Served{Key: rt.key}}
-	e.kinds[i] = fault.KindNone
-	e.errs[i] = nil
+	// The line is fresh (zeroed by make) and written once per tick: set only what is not
+	// zero, field by field, rather than copying a whole Module over it. kinds and errs were
+	// cleared at the tick's start.
+	ln := &s.Modules[rt.idx]
+	ln.Name, ln.Tier, ln.TierIndex = rt.name, tierName, rt.planned.TierIndex
+	ln.Breaker, ln.CircuitState = rt.brName, rt.br.Peek().String()
+	ln.Served.Key = rt.key
 	return ln
 }
 
@@ -258,7 +262,9 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	// The runners admit, run and commit the modules; the engine handles what they leave
 	// as exceptions (failures, fallbacks, retries) once the tier is over.
 	if len(mods) > 0 {
-		e.pool.wake(tr, min(len(mods), runtime.GOMAXPROCS(0)), false)
+		// One runner to start with: it wakes more if the tier is long enough to be worth it.
+		tr.runners.Store(1)
+		e.pool.wake(tr, 1, false)
 	}
 	tr.finish(1)
 	timedOut := !e.wait(st, tr, deadline)

@@ -14,7 +14,6 @@ import (
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
-	"github.com/cycled/cycled/lastgood"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
 )
@@ -39,6 +38,10 @@ const (
 	fastStreak  = 3
 	stallCheck  = time.Millisecond
 	claimChunk  = 8
+	// helpWork is the work a runner does alone: a tier starts with one runner, which wakes
+	// another after its first chunk only when what is left looks longer than this. A woken
+	// runner on an idle core starts tens of µs later on a VM, as long as a small tier takes.
+	helpWork = 50 * time.Microsecond
 )
 
 // The states of a phase word; the upper bits hold the tick id.
@@ -78,8 +81,9 @@ type tierRun struct {
 	next     atomic.Int64 // index of the next module to claim
 	_        [56]byte
 	pending  atomic.Int32 // modules not yet finished (+1 while the engine wakes runners)
+	runners  atomic.Int32 // runners woken for the tier (not counting sweepers)
 	progress atomic.Int64 // modules finished
-	_        [48]byte
+	_        [44]byte
 	admitted atomic.Int64 // modules whose admission is decided
 	_        [56]byte
 }
@@ -93,6 +97,29 @@ func (tr *tierRun) finish(n int) {
 	if tr.pending.Add(int32(-n)) == 0 {
 		close(tr.done)
 	}
+}
+
+// scale wakes one more runner when the modules left to claim would take a runner longer
+// than helpWork at perModule each, up to one runner per core.
+func (tr *tierRun) scale(perModule time.Duration) {
+	if !worthHelp(int64(len(tr.mods))-tr.next.Load(), perModule) {
+		return
+	}
+	for {
+		n := tr.runners.Load()
+		if int(n) >= tr.e.pool.procs {
+			return
+		}
+		if tr.runners.CompareAndSwap(n, n+1) {
+			tr.e.pool.wake(tr, 1, false)
+			return
+		}
+	}
+}
+
+// worthHelp reports whether left modules at perModule each are worth another runner.
+func worthHelp(left int64, perModule time.Duration) bool {
+	return left > 0 && time.Duration(left)*perModule >= helpWork
 }
 
 // exception leaves module j to the engine.
@@ -189,11 +216,14 @@ type worker struct {
 	m         tiers.Module
 	attemptFn func(ctx context.Context, n int) error
 
+	inFor *modRT // the runtime w.in was made for
+
 	// The dedicated goroutine, started on first need; guarded by its users' ordering
 	// (admission of a module is serialised by its phase).
 	chMu    sync.Mutex
-	ch      chan *tierRun
-	stopped bool
+	ch      chan *tierRun // guarded by chMu
+	hasCh   atomic.Bool   // ch != nil, read without the lock on the inline path
+	stopped bool          // guarded by chMu
 }
 
 func (e *Engine) newWorker(rt *modRT) *worker {
@@ -223,6 +253,7 @@ func (w *worker) dispatch(tr *tierRun) bool {
 	}
 	if w.ch == nil {
 		w.ch = make(chan *tierRun, 1)
+		w.hasCh.Store(true)
 		w.e.workersWG.Add(1)
 		go w.loop(w.ch)
 	}
@@ -232,10 +263,14 @@ func (w *worker) dispatch(tr *tierRun) bool {
 
 // retire ends the dedicated goroutine of a module that now runs inline.
 func (w *worker) retire() {
+	if !w.hasCh.Load() {
+		return // the common case: a fast module never had one
+	}
 	w.chMu.Lock()
 	if w.ch != nil {
 		close(w.ch)
 		w.ch = nil
+		w.hasCh.Store(false)
 	}
 	w.chMu.Unlock()
 }
@@ -246,6 +281,7 @@ func (w *worker) stop() {
 	if !w.stopped && w.ch != nil {
 		close(w.ch)
 		w.ch = nil
+		w.hasCh.Store(false)
 	}
 	w.stopped = true
 	w.chMu.Unlock()
@@ -342,9 +378,12 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 // caller knows it (zero: read the clock); it returns the time the run ended.
 func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	rt := w.mod.Load()
-	if w.in == nil || !sameModule(w.m, rt.mod) || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
-		w.in = tiers.NewInput(w.e.board, *rt.spec, rt.planned.TierIndex)
-		w.m = rt.mod
+	if w.inFor != rt { // a new runtime (first run, or a reload): check the input still fits
+		if w.in == nil || !sameModule(w.m, rt.mod) || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
+			w.in = tiers.NewInput(w.e.board, *rt.spec, rt.planned.TierIndex)
+			w.m = rt.mod
+		}
+		w.inFor = rt
 	}
 	if start.IsZero() {
 		start = w.e.clock.Now()
@@ -355,7 +394,7 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	r.start = start
 	b := retrybudget.Budget{MaxAttempts: rt.planned.Attempts, Backoff: tr.backoff, Retryable: tr.retry}
 	r.res = w.e.runner.RunFrom(tr.ctx, start, b, w.attemptFn)
-	end := w.e.clock.Now()
+	end := w.e.after(start)
 	r.end = end
 	r.readStale = w.in.ReadStale()
 	if end.Sub(start) < fastLatency && r.res.Attempts <= 1 {
@@ -425,11 +464,11 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 		return
 	}
 	rt.br.Success(w.permit)
-	lge := rt.lslot.Put(lastgood.Entry{Value: r.value, Module: rt.name, TickID: tr.tick, Written: r.end})
-	e.board.Set(rt.bslot, tr.tier, blackboard.Entry{Value: r.value, Module: rt.name, TickID: tr.tick, Seq: lge.Seq,
-		Written: r.end, Source: blackboard.Live, DerivedFromStale: r.readStale})
-	ln.Served = faultsummary.Served{Key: rt.key, Source: blackboard.Live, DerivedFromStale: r.readStale,
-		Value: r.value, Written: r.end, WrittenTick: tr.tick, Seq: lge.Seq}
+	seq := rt.lslot.PutValue(r.value, rt.name, tr.tick, r.end)
+	e.board.SetLive(rt.bslot, tr.tier, r.value, rt.name, tr.tick, seq, r.end, r.readStale)
+	sv := &ln.Served // Key was set by initLine; the rest is zero
+	sv.Source, sv.DerivedFromStale = blackboard.Live, r.readStale
+	sv.Value, sv.Written, sv.WrittenTick, sv.Seq = r.value, r.end, tr.tick, seq
 	switch {
 	case probe:
 		ln.Status = faultsummary.StatusProbeOK
@@ -463,6 +502,7 @@ func (w *worker) attempt(ctx context.Context, n int) (err error) {
 // pool is the set of runner goroutines.
 type pool struct {
 	e       *Engine
+	procs   int // GOMAXPROCS when the engine was made: the runners a tier may use
 	mu      sync.Mutex
 	idle    []*runner // guarded by mu
 	closed  bool      // guarded by mu
@@ -508,9 +548,11 @@ func (p *pool) loop(r *runner) {
 	defer p.e.workersWG.Done()
 	for job := range r.ch {
 		tr := job.tr
-		var t time.Time
+		t := p.e.clock.Now()
 		n := 0
+		scaled := job.sweep // sweepers are woken by the stall check, which decides their number
 		for i, k, ok := tr.claim(); ok; i, k, ok = tr.claim() {
+			t0 := t
 			a := 0
 			for j := i; j < k; j++ {
 				var did int
@@ -523,6 +565,10 @@ func (p *pool) loop(r *runner) {
 				}
 			}
 			tr.admitted.Add(int64(a))
+			if !scaled {
+				scaled = true
+				tr.scale(t.Sub(t0) / time.Duration(k-i))
+			}
 			if n >= 64 {
 				tr.finish(n)
 				n = 0
@@ -566,7 +612,8 @@ func (p *pool) close() {
 }
 
 func newPool(e *Engine) *pool {
-	return &pool{e: e, maxIdle: 2 * runtime.GOMAXPROCS(0)}
+	n := runtime.GOMAXPROCS(0)
+	return &pool{e: e, procs: n, maxIdle: 2 * n}
 }
 
 // sameModule reports whether a and b are the same implementation. Module values need not

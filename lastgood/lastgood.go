@@ -199,8 +199,18 @@ func (s *Store) Put(e Entry) Entry { return s.put(s.record(e.Key, true), e) }
 func (s *Store) put(r *record, e Entry) Entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	s.noteWrite(r, e.Written)
+	e.Seq = s.seq.Add(1)
+	r.entry = e
+	r.hasEntry = true
+	return e
+}
+
+// noteWrite folds a write at written into r's write-interval average (for automatic TTLs)
+// and counts a first value. The caller holds r.mu.
+func (s *Store) noteWrite(r *record, written time.Time) {
 	if r.hasEntry {
-		if x := e.Written.Sub(r.lastWrite); x > 0 {
+		if x := written.Sub(r.lastWrite); x > 0 {
 			if r.samples == 0 {
 				r.avg = float64(x)
 			} else {
@@ -211,11 +221,7 @@ func (s *Store) put(r *record, e Entry) Entry {
 	} else {
 		s.stored.Add(1)
 	}
-	r.lastWrite = e.Written
-	e.Seq = s.seq.Add(1)
-	r.entry = e
-	r.hasEntry = true
-	return e
+	r.lastWrite = written
 }
 
 // Get returns the stored value of key with its age and quality at now. It allocates nothing.
@@ -261,6 +267,19 @@ func (s *Store) Slot(key string) *Slot { return &Slot{s: s, r: s.record(key, tru
 func (sl *Slot) Put(e Entry) Entry {
 	e.Key = sl.key
 	return sl.s.put(sl.r, e)
+}
+
+// PutValue is Put for the slot's key with only the fields a writer sets, returning the
+// sequence number: the engine's path for a module's live value, which copies no Entry.
+func (sl *Slot) PutValue(value any, module string, tick uint64, written time.Time) uint64 {
+	s, r := sl.s, sl.r
+	r.mu.Lock()
+	s.noteWrite(r, written)
+	seq := s.seq.Add(1)
+	r.entry = Entry{Key: sl.key, Value: value, Module: module, TickID: tick, Seq: seq, Written: written}
+	r.hasEntry = true
+	r.mu.Unlock()
+	return seq
 }
 
 // Get is Store.Get for the slot's key.

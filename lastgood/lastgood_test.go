@@ -442,3 +442,26 @@ func BenchmarkGetParallel(b *testing.B) {
 		}
 	})
 }
+
+// PutValue stores what Put stores, shares its sequence and feeds the automatic TTL.
+func TestSlotPutValueEqualsPut(t *testing.T) {
+	s := New()
+	s.SetTTL("k", TTL{Auto: true, K: 2, Min: time.Millisecond, Max: time.Hour})
+	sl := s.Slot("k")
+	e1 := sl.Put(Entry{Value: "a", Module: "m", TickID: 1, Written: at(0)})
+	seq := sl.PutValue("b", "m", 2, at(100*time.Millisecond))
+	if seq != e1.Seq+1 {
+		t.Fatalf("PutValue seq = %d, want %d", seq, e1.Seq+1)
+	}
+	got := s.Get("k", at(100*time.Millisecond))
+	want := Entry{Key: "k", Value: "b", Module: "m", TickID: 2, Seq: seq, Written: at(100 * time.Millisecond)}
+	if got.Entry != want {
+		t.Fatalf("Get after PutValue = %+v, want %+v", got.Entry, want)
+	}
+	if got.TTL != 200*time.Millisecond { // K × the 100ms interval between the two writes
+		t.Fatalf("auto TTL after PutValue = %v, want 200ms", got.TTL)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("Len = %d, want 1", s.Len())
+	}
+}

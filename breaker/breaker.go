@@ -215,15 +215,18 @@ func (s Settings) WithDefaults() Settings {
 // Breaker is one circuit breaker. It is safe for concurrent use. The zero value is not
 // usable; call New.
 type Breaker struct {
-	settings  Settings    // immutable after New; defaults applied
-	clock     clock.Clock // immutable after New
-	listeners []Listener  // immutable after New
+	// The lock-free words come first, together: a caller that peeks, acquires and
+	// records a success on a closed breaker touches one cache line.
 
-	peek atomic.Uint32 // mirrors state for lock-free readers
 	// fast is gen<<1|1 while the breaker is closed with no failure counted, 0 otherwise:
 	// the common case (a closed breaker and a success) then takes no lock at all.
 	fast     atomic.Uint64
 	fastSucc atomic.Uint64 // successes recorded on the fast path
+	peek     atomic.Uint32 // mirrors state for lock-free readers
+
+	settings  Settings    // immutable after New; defaults applied
+	clock     clock.Clock // immutable after New
+	listeners []Listener  // immutable after New
 
 	mu             sync.Mutex
 	state          State        // guarded by mu

@@ -112,6 +112,11 @@ func (tr *tierRun) scale(perModule time.Duration) {
 		}
 		if tr.runners.CompareAndSwap(n, n+1) {
 			tr.e.pool.wake(tr, 1, false)
+			// The runner just woken is queued to run next on this core, where it would
+			// wait for this one to finish the tier, while the idle core finds nothing to
+			// steal for a few µs and sleeps again. Yielding lets it start here, and puts
+			// this runner in the global queue, where the idle core picks it up.
+			runtime.Gosched()
 			return
 		}
 	}
@@ -430,7 +435,9 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 	}
 	probe := w.permit.Kind() == breaker.Probe
 	kind := r.res.Kind
-	e.kinds[i], e.errs[i] = kind, r.res.Err
+	if r.res.Err != nil { // a success leaves them as the tick's start cleared them (no shared cache line written)
+		e.kinds[i], e.errs[i] = kind, r.res.Err
+	}
 	if r.end.After(tr.deadline) {
 		// It returned after the deadline, before the engine got round to abandoning it
 		// (a late wake-up): the result is late all the same, and discarded.

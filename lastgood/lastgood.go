@@ -95,7 +95,10 @@ type Entry struct {
 	TickID uint64
 	// Written is when the value was produced: the origin of its age.
 	Written time.Time
-	// Seq is assigned by Put: strictly increasing across the store, starting at 1.
+	// Seq is assigned by Put: unique in the store and strictly increasing for each key
+	// (a key deleted and stored again continues above its old numbers). Numbers of
+	// different keys are not ordered with respect to each other: concurrent writers of
+	// different keys share no counter.
 	Seq uint64
 }
 
@@ -130,7 +133,7 @@ type Store struct {
 
 	mu      sync.RWMutex
 	records map[string]*record // guarded by mu
-	seq     atomic.Uint64      // the last assigned Entry.Seq
+	blocks  atomic.Uint64      // the end of the last block of sequence numbers handed out
 	stored  atomic.Int64       // records with a value
 }
 
@@ -143,6 +146,8 @@ type record struct {
 	hasPolicy bool  // guarded by mu
 
 	// Write history for automatic TTLs.
+	seq       uint64    // guarded by mu; the last Seq assigned
+	seqEnd    uint64    // guarded by mu; the end of the record's block of sequence numbers
 	lastWrite time.Time // guarded by mu; Written of the previous Put
 	avg       float64   // guarded by mu; moving average of the write interval, in ns
 	samples   uint64    // guarded by mu; intervals folded into avg
@@ -200,10 +205,26 @@ func (s *Store) put(r *record, e Entry) Entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.noteWrite(r, e.Written)
-	e.Seq = s.seq.Add(1)
+	e.Seq = s.nextSeq(r)
 	r.entry = e
 	r.hasEntry = true
 	return e
+}
+
+// seqBlock is how many sequence numbers a record takes from the store at a time: writers
+// of different keys touch the store-wide counter once per seqBlock writes.
+const seqBlock = 64
+
+// nextSeq assigns the next sequence number of r, from its block; a new record or an
+// exhausted block takes the next block of the store (above every number handed out
+// before). The caller holds r.mu.
+func (s *Store) nextSeq(r *record) uint64 {
+	if r.seq == r.seqEnd {
+		r.seqEnd = s.blocks.Add(seqBlock)
+		r.seq = r.seqEnd - seqBlock
+	}
+	r.seq++
+	return r.seq
 }
 
 // noteWrite folds a write at written into r's write-interval average (for automatic TTLs)
@@ -275,7 +296,7 @@ func (sl *Slot) PutValue(value any, module string, tick uint64, written time.Tim
 	s, r := sl.s, sl.r
 	r.mu.Lock()
 	s.noteWrite(r, written)
-	seq := s.seq.Add(1)
+	seq := s.nextSeq(r)
 	r.entry = Entry{Key: sl.key, Value: value, Module: module, TickID: tick, Seq: seq, Written: written}
 	r.hasEntry = true
 	r.mu.Unlock()

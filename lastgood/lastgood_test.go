@@ -205,10 +205,10 @@ func TestAutoTTLKeepsHistoryAcrossPolicyChange(t *testing.T) {
 func TestPutReturnsStoredEntryAndOverwrites(t *testing.T) {
 	s := New()
 	e1 := s.Put(Entry{Key: "k", Value: "a", Module: "m1", TickID: 1, Written: at(0), Seq: 999})
-	if e1.Seq != 1 {
-		t.Fatalf("first Seq = %d, want 1 (a caller's Seq is ignored)", e1.Seq)
+	if e1.Seq == 0 || e1.Seq == 999 {
+		t.Fatalf("first Seq = %d, want one assigned by the store (a caller's Seq is ignored)", e1.Seq)
 	}
-	want := Entry{Key: "k", Value: "a", Module: "m1", TickID: 1, Written: at(0), Seq: 1}
+	want := Entry{Key: "k", Value: "a", Module: "m1", TickID: 1, Written: at(0), Seq: e1.Seq}
 	if e1 != want {
 		t.Fatalf("Put returned %+v, want %+v", e1, want)
 	}
@@ -222,24 +222,49 @@ func TestPutReturnsStoredEntryAndOverwrites(t *testing.T) {
 	}
 }
 
-func TestSeqStrictlyIncreasing(t *testing.T) {
+func TestSeqUniqueAndIncreasingPerKey(t *testing.T) {
 	s := New()
-	var last uint64
+	last := map[string]uint64{}
+	seen := map[uint64]string{}
 	for i := range 1000 {
 		key := "k" + strconv.Itoa(i%7)
 		e := s.Put(Entry{Key: key, Written: at(time.Duration(i))})
-		if e.Seq <= last {
-			t.Fatalf("Put %d: Seq %d not above %d", i, e.Seq, last)
+		if e.Seq <= last[key] {
+			t.Fatalf("Put %d: Seq %d of %s not above its previous %d", i, e.Seq, key, last[key])
 		}
-		last = e.Seq
+		if k, dup := seen[e.Seq]; dup {
+			t.Fatalf("Seq %d given to %s and %s", e.Seq, k, key)
+		}
+		last[key], seen[e.Seq] = e.Seq, key
 		if got := s.Get(key, at(0)).Seq; got != e.Seq {
 			t.Fatalf("Get Seq = %d, want %d", got, e.Seq)
 		}
 	}
-	// Deleting a key does not reuse sequence numbers.
+	// Deleting a key does not reuse sequence numbers: it continues above every number
+	// handed out before.
+	var maxSeq uint64
+	for q := range seen {
+		maxSeq = max(maxSeq, q)
+	}
 	s.Delete("k0")
-	if e := s.Put(Entry{Key: "k0"}); e.Seq != last+1 {
-		t.Fatalf("Seq after Delete = %d, want %d", e.Seq, last+1)
+	if e := s.Put(Entry{Key: "k0"}); e.Seq <= maxSeq {
+		t.Fatalf("Seq after Delete = %d, want above %d", e.Seq, maxSeq)
+	}
+}
+
+// A key that exhausts its block of sequence numbers moves on to a new block above every
+// other: its numbers keep increasing and stay unique.
+func TestSeqBlockRollover(t *testing.T) {
+	s := New()
+	a, b := s.Slot("a"), s.Slot("b")
+	first := a.PutValue(1, "m", 1, at(0))
+	other := b.PutValue(1, "m", 1, at(0))
+	for range seqBlock - 1 {
+		a.PutValue(1, "m", 1, at(0))
+	}
+	next := a.PutValue(2, "m", 2, at(time.Millisecond)) // the first of a's second block
+	if next <= first || next <= other || next <= first+seqBlock-1 {
+		t.Fatalf("after its block filled, a got %d (first %d, b's %d): want a new block above both", next, first, other)
 	}
 }
 
@@ -343,12 +368,12 @@ func TestConcurrentPutGet(t *testing.T) {
 	})
 	wg.Wait()
 
-	// Every Put got a distinct sequence number, increasing within each writer.
+	// Every Put got a distinct sequence number, increasing within each writer's key.
 	all := map[uint64]bool{}
 	for w, ss := range seqs {
 		for i, q := range ss {
-			if i > 0 && q <= ss[i-1] {
-				t.Fatalf("writer %d: Seq %d after %d", w, q, ss[i-1])
+			if i >= len(keys) && q <= ss[i-len(keys)] {
+				t.Fatalf("writer %d: Seq %d of key %q after %d", w, q, keys[i%len(keys)], ss[i-len(keys)])
 			}
 			if all[q] {
 				t.Fatalf("Seq %d assigned twice", q)

@@ -171,10 +171,8 @@ type tickInfo struct {
 
 // Slot is one key of the board.
 type Slot struct {
-	key string
-
 	mu   sync.Mutex // not an RWMutex: one writer per tick and few readers, and Lock is cheaper
-	e    Entry      // guarded by mu
+	e    Entry      // guarded by mu; e.Key is the slot's key from the start (immutable)
 	tick uint64     // guarded by mu; the tick e was written in (0: never)
 	tier int        // guarded by mu; the writer's tier; -1: visible to every reader
 }
@@ -203,7 +201,7 @@ func (b *Board) Slot(key string) *Slot {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if sl = b.slots[key]; sl == nil {
-		sl = &Slot{key: key}
+		sl = &Slot{e: Entry{Key: key}}
 		b.slots[key] = sl
 	}
 	return sl
@@ -220,9 +218,9 @@ func (b *Board) Remove(key string) {
 // tier writerTier: readers of later tiers see it, readers of the same or earlier tiers
 // still see the fallback. writerTier -1 makes it visible to every reader.
 func (b *Board) Set(sl *Slot, writerTier int, e Entry) {
-	e.Key = sl.key
 	id := b.cur.Load().id
 	sl.mu.Lock()
+	e.Key = sl.e.Key
 	sl.e, sl.tick, sl.tier = e, id, writerTier
 	sl.mu.Unlock()
 }
@@ -232,7 +230,7 @@ func (b *Board) Set(sl *Slot, writerTier int, e Entry) {
 func (b *Board) SetLive(sl *Slot, writerTier int, value any, module string, tick, seq uint64, written time.Time, derivedFromStale bool) {
 	id := b.cur.Load().id
 	sl.mu.Lock()
-	sl.e = Entry{Key: sl.key, Value: value, Module: module, TickID: tick, Seq: seq, Written: written,
+	sl.e = Entry{Key: sl.e.Key, Value: value, Module: module, TickID: tick, Seq: seq, Written: written,
 		Source: Live, DerivedFromStale: derivedFromStale}
 	sl.tick, sl.tier = id, writerTier
 	sl.mu.Unlock()

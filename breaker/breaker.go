@@ -224,12 +224,16 @@ type Breaker struct {
 	fastSucc atomic.Uint64 // successes recorded on the fast path
 	peek     atomic.Uint32 // mirrors state for lock-free readers
 
+	// Two small locked fields fill the padding after peek (a breaker per module: at 100 000
+	// modules, 16 bytes less per breaker moves it into a smaller size class).
+	state      State // guarded by mu
+	delivering bool  // guarded by mu; a goroutine is delivering pending transitions
+
 	settings  Settings    // immutable after New; defaults applied
 	clock     clock.Clock // immutable after New
 	listeners []Listener  // immutable after New
 
 	mu             sync.Mutex
-	state          State        // guarded by mu
 	gen            uint64       // guarded by mu; bumped on every transition and on Reset
 	consecutive    int          // guarded by mu
 	probeSeq       uint64       // guarded by mu; last probe sequence number handed out
@@ -240,7 +244,6 @@ type Breaker struct {
 	transitions    uint64       // guarded by mu
 	openedAt       time.Time    // guarded by mu; zero while closed
 	pending        []Transition // guarded by mu; transitions not yet delivered to listeners
-	delivering     bool         // guarded by mu; a goroutine is delivering pending transitions
 }
 
 // New returns a closed breaker.

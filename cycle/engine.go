@@ -97,11 +97,32 @@ type state struct {
 	version  uint64
 	cfg      Config // defaults applied
 	plan     *tiers.Plan
-	regs     map[string]Registration
+	regs     map[string]regRef
 	order    []string // registration order, for validation paths
 	skip     []bool   // per tier: skipped in emergency mode
 	tierMods [][]*modRT
 	lines    []*modRT // every module in summary order
+}
+
+// regRef is what a state keeps of a registration besides its spec, which it keeps once,
+// in the plan (at 100 000 modules a second copy costs 25 MB): the plan fills in the tier
+// of a module placed by depends_on, so the tier as registered is kept apart.
+type regRef struct {
+	plan   int // index in plan.Modules
+	module tiers.Module
+	origin Origin
+	tier   string
+}
+
+// registration returns the registration of module name as it was registered.
+func (st *state) registration(name string) (Registration, bool) {
+	ref, ok := st.regs[name]
+	if !ok {
+		return Registration{}, false
+	}
+	spec := st.plan.Modules[ref.plan].Spec
+	spec.Tier = ref.tier
+	return Registration{Spec: spec, Module: ref.module, Origin: ref.origin}, true
 }
 
 // modRT is a module's runtime: its worker, breaker and last outcome.
@@ -111,7 +132,6 @@ type modRT struct {
 	planned *tiers.PlannedModule
 	key     string
 	mod     tiers.Module
-	origin  Origin
 	br      *breaker.Breaker
 	brName  string
 	w       *worker
@@ -200,7 +220,7 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 	}
 	e.desired = st
 	e.version = st.version
-	e.active = &state{cfg: st.cfg, plan: &tiers.Plan{}, regs: map[string]Registration{}}
+	e.active = &state{cfg: st.cfg, plan: &tiers.Plan{}, regs: map[string]regRef{}}
 	e.applyLocked(st)
 	return e, nil
 }
@@ -211,10 +231,15 @@ func (e *Engine) buildState(cfg Config, mods []Registration) (*state, error) {
 		return nil, err
 	}
 	c := cfg.withDefaults()
-	st := &state{cfg: c, plan: plan, regs: make(map[string]Registration, len(mods))}
+	st := &state{cfg: c, plan: plan, regs: make(map[string]regRef, len(mods))}
 	for _, m := range mods {
-		st.regs[m.Spec.Name] = m
+		st.regs[m.Spec.Name] = regRef{module: m.Module, origin: m.Origin, tier: m.Spec.Tier}
 		st.order = append(st.order, m.Spec.Name)
+	}
+	for i := range plan.Modules {
+		ref := st.regs[plan.Modules[i].Spec.Name]
+		ref.plan = i
+		st.regs[plan.Modules[i].Spec.Name] = ref
 	}
 	st.skip = make([]bool, len(c.Tiers))
 	if cfg.Emergency.SkipTiers == nil {
@@ -239,7 +264,8 @@ func (e *Engine) buildState(cfg Config, mods []Registration) (*state, error) {
 func (st *state) registrations() []Registration {
 	out := make([]Registration, 0, len(st.order))
 	for _, n := range st.order {
-		out = append(out, st.regs[n])
+		r, _ := st.registration(n)
+		out = append(out, r)
 	}
 	return out
 }
@@ -305,7 +331,7 @@ func (e *Engine) Deregister(name string) error {
 	if !ok {
 		return fmt.Errorf("deregister %q: %w", name, ErrNotFound)
 	}
-	if r.Origin != FromRuntime {
+	if r.origin != FromRuntime {
 		return fmt.Errorf("deregister %q: %w", name, ErrNotRuntime)
 	}
 	var rest []Registration
@@ -358,7 +384,7 @@ func (e *Engine) applyLocked(st *state) {
 	for i := range st.plan.Modules {
 		pm := &st.plan.Modules[i]
 		reg := st.regs[pm.Spec.Name]
-		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.Module, origin: reg.Origin}
+		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module}
 		if pm.Spec.Breaker != "" {
 			rt.brName = pm.Spec.Breaker
 		} else {
@@ -525,7 +551,7 @@ func (e *Engine) Modules() []ModuleInfo {
 		for _, rt := range ms {
 			seen[rt.name] = true
 			mi := ModuleInfo{Spec: *rt.spec, TierIndex: rt.planned.TierIndex, Attempts: rt.planned.Attempts,
-				Policy: rt.planned.Policy, Origin: rt.origin, Module: rt.mod, Busy: rt.w.running.Load(),
+				Policy: rt.planned.Policy, Origin: st.regs[rt.name].origin, Module: rt.mod, Busy: rt.w.running.Load(),
 				LastGood: e.lg.Get(rt.key, now)}
 			if s := latest; s != nil {
 				if rt.idx < len(s.Modules) && s.Modules[rt.idx].Name == rt.name {
@@ -549,7 +575,7 @@ func (e *Engine) Modules() []ModuleInfo {
 			if !seen[pm.Spec.Name] {
 				r := d.regs[pm.Spec.Name]
 				out = append(out, ModuleInfo{Spec: pm.Spec, TierIndex: pm.TierIndex, Attempts: pm.Attempts,
-					Policy: pm.Policy, Origin: r.Origin, Module: r.Module, Pending: true})
+					Policy: pm.Policy, Origin: r.origin, Module: r.module, Pending: true})
 			}
 		}
 	}

@@ -869,3 +869,35 @@ func TestRunnersScaleWithTheTier(t *testing.T) {
 		})
 	}
 }
+
+// The engine keeps each spec once (in its plan) and gives registrations back as they were
+// registered: a module placed by depends_on comes back without the tier the plan gave it,
+// so that a reload places it again.
+func TestRegistrationsAsRegistered(t *testing.T) {
+	in := []Registration{
+		reg("b", "", ok(1), func(s *tiers.ModuleSpec) { s.DependsOn = []string{"a"}; s.Reads = []string{"a.result"} }),
+		reg("a", "safety", ok(2), func(s *tiers.ModuleSpec) { s.Priority = 3; s.TTL = lastgood.TTL{Fixed: time.Second} }),
+	}
+	e := newEngine(t, Config{}, slices.Clone(in))
+	if err := e.Register(reg("c", "planning", ok(3), func(s *tiers.ModuleSpec) { s.Every = 2 })); err != nil {
+		t.Fatal(err)
+	}
+	got := e.Registrations()
+	want := append(slices.Clone(in), reg("c", "planning", ok(3), func(s *tiers.ModuleSpec) { s.Every = 2 }))
+	want[0].Origin, want[1].Origin, want[2].Origin = FromConfig, FromConfig, FromRuntime
+	if len(got) != len(want) {
+		t.Fatalf("got %d registrations, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if g, w := fmt.Sprintf("%+v %s", got[i].Spec, got[i].Origin), fmt.Sprintf("%+v %s", want[i].Spec, want[i].Origin); g != w {
+			t.Errorf("registration %d:\n got %s\nwant %s", i, g, w)
+		}
+	}
+	if mi, ok := e.Module("b"); !ok || mi.Spec.Tier != "knowledge" {
+		t.Errorf("planned tier of b = %q, want knowledge (after a's safety tier)", mi.Spec.Tier)
+	}
+	tick(t, e) // the pending registration applies; the registrations stay as registered
+	if g := e.Registrations(); g[0].Spec.Tier != "" || len(g) != 3 {
+		t.Errorf("after a tick: %+v", g)
+	}
+}

@@ -199,8 +199,6 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 type result struct {
 	res       retrybudget.Result
 	value     any
-	start     time.Time
-	end       time.Time
 	readStale bool
 }
 
@@ -396,11 +394,9 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	w.in.Begin(tr.tick, tr.deadline)
 	r := &w.res
 	r.value = nil
-	r.start = start
 	b := retrybudget.Budget{MaxAttempts: rt.planned.Attempts, Backoff: tr.backoff, Retryable: tr.retry}
 	r.res = w.e.runner.RunFrom(tr.ctx, start, b, w.attemptFn)
 	end := w.e.after(start)
-	r.end = end
 	r.readStale = w.in.ReadStale()
 	if end.Sub(start) < fastLatency && r.res.Attempts <= 1 {
 		if w.fast.Load() < fastStreak {
@@ -410,7 +406,7 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 		w.fast.Store(0)
 	}
 	if w.phase.CompareAndSwap(phase(tr.tick, phRunning), phase(tr.tick, phCommitting)) {
-		w.report(tr, rt)
+		w.report(tr, rt, start, end)
 		// Not busy any more before Done is visible: whoever sees Done (the engine at the
 		// deadline, the next admission) must not see the module still running. The next
 		// admission waits while the phase is Committing, so nothing overwrites Done early.
@@ -423,13 +419,13 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 }
 
 // report commits and fills the summary line of a run that returned in time.
-func (w *worker) report(tr *tierRun, rt *modRT) {
+func (w *worker) report(tr *tierRun, rt *modRT, start, end time.Time) {
 	r := &w.res
 	e := w.e
 	i := rt.idx
 	ln := &tr.s.Modules[i]
 	ln.Attempts = r.res.Attempts
-	ln.LatencyMs = blackboard.Millis(r.end.Sub(r.start))
+	ln.LatencyMs = blackboard.Millis(end.Sub(start))
 	if r.res.BudgetExhausted {
 		tr.budgetExhausted.Store(true)
 	}
@@ -438,7 +434,7 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 	if r.res.Err != nil { // a success leaves them as the tick's start cleared them (no shared cache line written)
 		e.kinds[i], e.errs[i] = kind, r.res.Err
 	}
-	if r.end.After(tr.deadline) {
+	if end.After(tr.deadline) {
 		// It returned after the deadline, before the engine got round to abandoning it
 		// (a late wake-up): the result is late all the same, and discarded.
 		ln.Status = faultsummary.StatusTimedOut
@@ -471,11 +467,11 @@ func (w *worker) report(tr *tierRun, rt *modRT) {
 		return
 	}
 	rt.br.Success(w.permit)
-	seq := rt.lslot.PutValue(r.value, rt.name, tr.tick, r.end)
-	e.board.SetLive(rt.bslot, tr.tier, r.value, rt.name, tr.tick, seq, r.end, r.readStale)
+	seq := rt.lslot.PutValue(r.value, rt.name, tr.tick, end)
+	e.board.SetLive(rt.bslot, tr.tier, r.value, rt.name, tr.tick, seq, end, r.readStale)
 	sv := &ln.Served // Key was set by initLine; the rest is zero
 	sv.Source, sv.DerivedFromStale = blackboard.Live, r.readStale
-	sv.Value, sv.Written, sv.WrittenTick, sv.Seq = r.value, r.end, tr.tick, seq
+	sv.Value, sv.Written, sv.WrittenTick, sv.Seq = r.value, end, tr.tick, seq
 	switch {
 	case probe:
 		ln.Status = faultsummary.StatusProbeOK

@@ -214,9 +214,9 @@ type Input struct {
 	module    string
 	tier      int
 	tick      uint64
-	attempt   int
 	deadline  time.Time
 	reads     []string
+	attempt   int32 // with readStale, one word: an Input per module
 	readStale bool
 }
 
@@ -234,7 +234,7 @@ func (in *Input) Begin(tick uint64, deadline time.Time) {
 }
 
 // SetAttempt sets the attempt number (1-based). The engine calls it.
-func (in *Input) SetAttempt(n int) { in.attempt = n }
+func (in *Input) SetAttempt(n int) { in.attempt = int32(n) }
 
 // Get returns the entry of key as seen by this module, recording whether it was degraded
 // (stale, expired or derived from stale data) for derived_from_stale propagation.
@@ -268,7 +268,7 @@ func (in *Input) Tier() int { return in.tier }
 func (in *Input) TickID() uint64 { return in.tick }
 
 // Attempt returns the attempt number, starting at 1.
-func (in *Input) Attempt() int { return in.attempt }
+func (in *Input) Attempt() int { return int(in.attempt) }
 
 // Deadline returns the tier's deadline.
 func (in *Input) Deadline() time.Time { return in.deadline }

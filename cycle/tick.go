@@ -90,7 +90,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		SkippedGridPoints: e.pendingGap,
 		Finish:            faultsummary.Completed,
 		Tiers:             make([]faultsummary.Tier, len(st.cfg.Tiers)),
-		Modules:           make([]faultsummary.Module, len(st.lines)),
+		Modules:           e.lines.take(len(st.lines)),
 	}
 	e.pendingGap = 0
 	clear(e.kinds)
@@ -177,6 +177,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 			h.OnTick(s)
 		}
 	}
+	e.lines.request(len(st.lines)) // for the next tick, off its critical path
 	return s
 }
 

@@ -32,7 +32,7 @@ func TestLinePrep(t *testing.T) {
 			t.Fatalf("take(5) with 4 prepared: %d lines", len(got))
 		}
 		p.stop()
-		wg.Wait() // the goroutine has ended
+		wg.Wait()    // the goroutine has ended
 		p.request(4) // ignored after stop
 		if p.req == nil || p.ready.Load() != nil {
 			t.Fatal("request after stop prepared lines")

@@ -901,3 +901,32 @@ func TestRegistrationsAsRegistered(t *testing.T) {
 		t.Errorf("after a tick: %+v", g)
 	}
 }
+
+func TestNextFast(t *testing.T) {
+	const hiccup = fastStreak + 1
+	quick, slowish, blocking := time.Microsecond, 2*fastLatency, stallCheck
+	for _, c := range []struct {
+		name     string
+		f        int32
+		d        time.Duration
+		attempts int
+		want     int32
+	}{
+		{"fast stays fast", fastStreak, quick, 1, fastStreak},
+		{"one hiccup is forgiven", fastStreak, slowish, 1, hiccup},
+		{"a second hiccup in a row makes it slow", hiccup, slowish, 1, 0},
+		{"a fast run clears the hiccup", hiccup, quick, 1, fastStreak},
+		{"blocking makes it slow at once", fastStreak, blocking, 1, 0},
+		{"blocking after a hiccup", hiccup, blocking, 1, 0},
+		{"a retried run makes it slow", fastStreak, quick, 2, 0},
+		{"slow and slow again", 0, slowish, 1, 0},
+		{"slow, then a fast run", 0, quick, 1, 1},
+		{"one fast run short of the streak", fastStreak - 1, quick, 1, fastStreak},
+		{"a hiccup while proving fast starts over", fastStreak - 1, slowish, 1, 0},
+		{"an attempt that never ran counts as fast", fastStreak, quick, 0, fastStreak},
+	} {
+		if got := nextFast(c.f, c.d, c.attempts); got != c.want {
+			t.Errorf("%s: nextFast(%d, %v, %d) = %d, want %d", c.name, c.f, c.d, c.attempts, got, c.want)
+		}
+	}
+}

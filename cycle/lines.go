@@ -35,8 +35,8 @@ func (p *linePrep) take(n int) []faultsummary.Module {
 func (p *linePrep) request(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done || n == 0 {
-		return
+	if sp := p.ready.Load(); p.done || n == 0 || sp != nil && len(*sp) == n {
+		return // nothing to do, or lines of that size are waiting already
 	}
 	if p.req == nil {
 		p.req = make(chan int, 1)
@@ -52,6 +52,9 @@ func (p *linePrep) request(n int) {
 func (p *linePrep) loop(req <-chan int) {
 	defer p.wg.Done()
 	for n := range req {
+		if sp := p.ready.Load(); sp != nil && len(*sp) == n {
+			continue // a tick that came first allocated its own; these are still unused
+		}
 		lines := make([]faultsummary.Module, n)
 		p.ready.Store(&lines)
 	}

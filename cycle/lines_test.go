@@ -19,6 +19,12 @@ func TestLinePrep(t *testing.T) {
 		if prepared == nil || len(*prepared) != 4 {
 			t.Fatalf("after request(4): ready = %v", prepared)
 		}
+		// Lines of the size asked for are waiting: a second request allocates nothing.
+		p.request(4)
+		synctest.Wait()
+		if p.ready.Load() != prepared {
+			t.Fatal("a second request replaced lines that were still unused")
+		}
 		if got := p.take(4); &got[0] != &(*prepared)[0] {
 			t.Fatal("take(4) did not return the prepared lines")
 		}

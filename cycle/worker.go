@@ -23,8 +23,8 @@ import (
 // A small pool of runner goroutines (about one per core) claims the tier's modules in
 // chunks. For each module a runner decides admission (emergency-only, not due, busy,
 // breaker), and then either runs it inline, when the module is fast (new modules are
-// presumed fast; after a slow run, fastStreak consecutive runs under fastLatency make it
-// fast again), or hands it to the module's dedicated goroutine (slow or blocking
+// presumed fast; two slow runs in a row, or one that blocks, make it slow, and fastStreak
+// consecutive runs under fastLatency make it fast again; see nextFast), or hands it to the module's dedicated goroutine (slow or blocking
 // modules), so that blocking modules still run fully concurrently. The goroutine that ran a module commits a success itself (breaker,
 // last-known-good, blackboard, summary line); everything else is left to the engine as an
 // exception, handled serially once the tier is over. Should a fast module block
@@ -119,6 +119,28 @@ func (tr *tierRun) scale(perModule time.Duration) {
 			runtime.Gosched()
 			return
 		}
+	}
+}
+
+// nextFast returns a module's fast counter after a run that took d in attempts attempts.
+// The counter holds the consecutive fast runs (at least fastStreak: the module runs
+// inline); fastStreak+1 marks a fast module whose last run was a hiccup. A run over
+// fastLatency moves a fast module to its own goroutine only when the run before was over
+// it too, or when it took a stall check or more, or was retried: one hiccup (a GC pause,
+// a page fault, a thread the OS preempted) does not move it, a module that blocks does.
+func nextFast(f int32, d time.Duration, attempts int) int32 {
+	switch {
+	case attempts > 1 || d >= stallCheck:
+		return 0
+	case d >= fastLatency:
+		if f == fastStreak {
+			return fastStreak + 1 // fast, one hiccup forgiven
+		}
+		return 0
+	case f < fastStreak:
+		return f + 1
+	default:
+		return fastStreak // fast (a pending hiccup is cleared)
 	}
 }
 
@@ -398,12 +420,8 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	r.res = w.e.runner.RunFrom(tr.ctx, start, b, w.attemptFn)
 	end := w.e.after(start)
 	r.readStale = w.in.ReadStale()
-	if end.Sub(start) < fastLatency && r.res.Attempts <= 1 {
-		if w.fast.Load() < fastStreak {
-			w.fast.Add(1)
-		}
-	} else {
-		w.fast.Store(0)
+	if f := w.fast.Load(); nextFast(f, end.Sub(start), r.res.Attempts) != f {
+		w.fast.Store(nextFast(f, end.Sub(start), r.res.Attempts))
 	}
 	if w.phase.CompareAndSwap(phase(tr.tick, phRunning), phase(tr.tick, phCommitting)) {
 		w.report(tr, rt, start, end)

@@ -102,7 +102,7 @@ func renderCost(r *results) string {
 	names := []string{cEngine, cPlain, cFailsafe, cPython}
 	fmt.Fprintf(&b, "Five tiers, N trivial modules spread over them, tier budget 1 s, one attempt, breakers that never open, history of 16 summaries (A and B: the same ring). "+
 		"`fail 10%%`: every tenth module fails transiently on every tick (none in the safety tier), after warm-up ticks that stored a last-known-good value, so each failure "+
-		"takes the whole fault path: classification, breaker failure, stale last-good fallback, degraded key. Mean and p99 of back-to-back ticks; allocations and bytes from "+
+		"takes the whole fault path: classification, breaker failure, stale last-good fallback, degraded key. Mean and p99 of back-to-back ticks in steady state (Go contenders: after a warm-up of at least 5 ticks and 0.25 s; C: 4 ticks, 1 from N = 5000 on); allocations and bytes from "+
 		"`runtime.MemStats` around the measured ticks (the whole process). Medians over %d repetitions; the ratio column is the median of the per-repetition ratios of the means.\n\n", r.Reps)
 	for _, fail := range []bool{false, true} {
 		mode := "clean"

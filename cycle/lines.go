@@ -15,6 +15,11 @@ import (
 // falls on this goroutine, on another core, while the scheduler waits for the next grid
 // point. A tick that finds no lines ready (the first one, a configuration change that
 // changed the number of modules, a tick right after the previous one) allocates its own.
+//
+// Lines are prepared only while the scheduler runs (in step mode the next tick may come
+// at once, and there is no wait to hide the allocation in) and for at most
+// maxPreparedLines modules: the prepared lines are one more summary's worth of heap, and
+// in a cycle that large a tick takes long enough for the allocation not to matter.
 type linePrep struct {
 	wg    *sync.WaitGroup
 	mu    sync.Mutex
@@ -22,6 +27,9 @@ type linePrep struct {
 	done  bool     // guarded by mu
 	ready atomic.Pointer[[]faultsummary.Module]
 }
+
+// maxPreparedLines is the largest cycle whose lines are prepared (4 MB of lines).
+const maxPreparedLines = 1 << 14
 
 // take returns n fresh lines: the prepared ones if they are ready and of that size.
 func (p *linePrep) take(n int) []faultsummary.Module {
@@ -35,7 +43,7 @@ func (p *linePrep) take(n int) []faultsummary.Module {
 func (p *linePrep) request(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if sp := p.ready.Load(); p.done || n == 0 || sp != nil && len(*sp) == n {
+	if sp := p.ready.Load(); p.done || n == 0 || n > maxPreparedLines || sp != nil && len(*sp) == n {
 		return // nothing to do, or lines of that size are waiting already
 	}
 	if p.req == nil {

@@ -1,9 +1,11 @@
 package cycle
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 )
 
 func TestLinePrep(t *testing.T) {
@@ -46,22 +48,37 @@ func TestLinePrep(t *testing.T) {
 	})
 }
 
-// After a tick the engine has the next tick's lines prepared, and the next tick uses them.
+// While the scheduler runs, the engine prepares the next tick's lines after each tick, and
+// the next tick uses them; in step mode it prepares none.
 func TestEnginePreparesNextLines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEngine(t, Config{}, []Registration{reg("a", "safety", ok(1)), reg("b", "planning", ok(2))})
-		tick(t, e)
+		regs := []Registration{reg("a", "safety", ok(1)), reg("b", "planning", ok(2))}
+		step := newEngine(t, Config{}, regs)
+		tick(t, step)
+		synctest.Wait()
+		if p := step.lines.ready.Load(); p != nil {
+			t.Fatalf("step mode prepared %d lines", len(*p))
+		}
+
+		e := newEngine(t, Config{Period: 10 * time.Millisecond}, regs)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }()
+		time.Sleep(5 * time.Millisecond) // the first tick ran at 0
 		synctest.Wait()
 		prepared := e.lines.ready.Load()
 		if prepared == nil || len(*prepared) != 2 {
-			t.Fatalf("after a tick: prepared %v, want 2 lines", prepared)
+			t.Fatalf("after a scheduled tick: prepared %v, want 2 lines", prepared)
 		}
-		s := tick(t, e)
-		if &s.Modules[0] != &(*prepared)[0] {
-			t.Fatal("the tick did not use the prepared lines")
+		time.Sleep(10 * time.Millisecond) // the second tick, at 10ms
+		s := e.Latest()
+		if s.TickID != 2 || &s.Modules[0] != &(*prepared)[0] {
+			t.Fatalf("tick %d did not use the prepared lines", s.TickID)
 		}
 		if s.Modules[0].Name != "a" || s.Modules[1].Name != "b" {
 			t.Fatalf("lines %q %q", s.Modules[0].Name, s.Modules[1].Name)
 		}
+		cancel()
+		<-done
 	})
 }

@@ -177,7 +177,9 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 			h.OnTick(s)
 		}
 	}
-	e.lines.request(len(st.lines)) // for the next tick, off its critical path
+	if e.running.Load() {
+		e.lines.request(len(st.lines)) // for the next scheduled tick, off its critical path
+	}
 	return s
 }
 

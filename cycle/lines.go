@@ -2,49 +2,80 @@ package cycle
 
 import (
 	"sync"
-	"sync/atomic"
+	"unsafe"
 
 	"github.com/cycled/cycled/faultsummary"
 )
 
-// linePrep allocates the module lines of the next tick's summary on its own goroutine,
+// linePrep allocates the module lines of the next ticks' summaries on its own goroutine,
 // between ticks. The lines are one large allocation per tick (240 bytes per module), and
 // a large allocation made while the garbage collector is marking pays for it in mark
 // work (a GC assist) and in sweeping: measured at 1 kHz with 500 modules, up to 0.9 ms at
 // the start of a tick, which made the tick overrun its period. Allocated here, the cost
 // falls on this goroutine, on another core, while the scheduler waits for the next grid
-// point. A tick that finds no lines ready (the first one, a configuration change that
-// changed the number of modules, a tick right after the previous one) allocates its own.
+// point. Lines for several ticks are kept ready (linesAhead), so that allocations slowed
+// down by the collector do not leave the next ticks without. A tick that finds none ready (the
+// first one, one right after a configuration change that changed the number of modules)
+// allocates its own.
 //
 // Lines are prepared only while the scheduler runs (in step mode the next tick may come
 // at once, and there is no wait to hide the allocation in) and for at most
-// maxPreparedLines modules: the prepared lines are one more summary's worth of heap, and
-// in a cycle that large a tick takes long enough for the allocation not to matter.
+// maxPreparedLines modules: prepared lines are heap held ahead of time, and in a cycle
+// that large a tick takes long enough for the allocation not to matter.
 type linePrep struct {
 	wg    *sync.WaitGroup
 	mu    sync.Mutex
 	req   chan int // guarded by mu (created on first use, closed by stop)
 	done  bool     // guarded by mu
-	ready atomic.Pointer[[]faultsummary.Module]
+	ready chan []faultsummary.Module
+	once  sync.Once
 }
 
-// maxPreparedLines is the largest cycle whose lines are prepared (4 MB of lines).
-const maxPreparedLines = 1 << 14
+const (
+	// maxPreparedLines is the largest cycle whose lines are prepared (4 MB of lines).
+	maxPreparedLines = 1 << 14
+	// maxAhead is the most ticks' lines kept ready; aheadBytes is about how much heap they
+	// may take: at least 2 ticks' worth is kept, more for small cycles, so that the lines
+	// of the ticks during a whole GC cycle's marking (2–3 ms here, during which every
+	// allocation pays an assist) can be ready before it.
+	maxAhead   = 8
+	aheadBytes = 1 << 20
+)
 
-// take returns n fresh lines: the prepared ones if they are ready and of that size.
+// linesAhead returns how many ticks' lines of n modules are kept ready.
+func linesAhead(n int) int {
+	k := aheadBytes / (n * int(unsafe.Sizeof(faultsummary.Module{})))
+	return min(max(k, 2), maxAhead)
+}
+
+func (p *linePrep) init() {
+	p.once.Do(func() { p.ready = make(chan []faultsummary.Module, maxAhead) })
+}
+
+// take returns n fresh lines: prepared ones if some are ready and of that size (lines of
+// another size, prepared before a configuration change, are dropped).
 func (p *linePrep) take(n int) []faultsummary.Module {
-	if sp := p.ready.Swap(nil); sp != nil && len(*sp) == n {
-		return *sp
+	p.init()
+	for {
+		select {
+		case lines := <-p.ready:
+			if len(lines) == n {
+				return lines
+			}
+			continue
+		default:
+		}
+		return make([]faultsummary.Module, n)
 	}
-	return make([]faultsummary.Module, n)
 }
 
-// request asks for n lines to be ready for the next take. It never blocks.
+// request asks for lines of n modules to be kept ready. It never blocks.
 func (p *linePrep) request(n int) {
+	p.init()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if sp := p.ready.Load(); p.done || n == 0 || n > maxPreparedLines || sp != nil && len(*sp) == n {
-		return // nothing to do, or lines of that size are waiting already
+	if p.done || n == 0 || n > maxPreparedLines || len(p.ready) >= linesAhead(n) {
+		return // nothing to do, or enough lines are waiting already
 	}
 	if p.req == nil {
 		p.req = make(chan int, 1)
@@ -60,21 +91,31 @@ func (p *linePrep) request(n int) {
 func (p *linePrep) loop(req <-chan int) {
 	defer p.wg.Done()
 	for n := range req {
-		if sp := p.ready.Load(); sp != nil && len(*sp) == n {
-			continue // a tick that came first allocated its own; these are still unused
+	fill:
+		for len(p.ready) < linesAhead(n) {
+			select {
+			case p.ready <- make([]faultsummary.Module, n):
+			default:
+				break fill // a tick took lines meanwhile and the buffer is full again
+			}
 		}
-		lines := make([]faultsummary.Module, n)
-		p.ready.Store(&lines)
 	}
 }
 
-// stop ends the goroutine; later requests are ignored.
+// stop ends the goroutine and drops the prepared lines; later requests are ignored.
 func (p *linePrep) stop() {
+	p.init()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.done && p.req != nil {
 		close(p.req)
 	}
 	p.done = true
-	p.ready.Store(nil)
+	for {
+		select {
+		case <-p.ready:
+		default:
+			return
+		}
+	}
 }

@@ -6,7 +6,37 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
+
+	"github.com/cycled/cycled/faultsummary"
 )
+
+// readyLines returns the lines waiting in p, in order, and puts them back.
+func readyLines(p *linePrep) [][]faultsummary.Module {
+	var out [][]faultsummary.Module
+	for len(p.ready) > 0 {
+		out = append(out, <-p.ready)
+	}
+	for _, l := range out {
+		p.ready <- l
+	}
+	return out
+}
+
+func TestLinesAhead(t *testing.T) {
+	line := int(unsafe.Sizeof(faultsummary.Module{}))
+	for _, c := range []struct{ n, want int }{
+		{1, maxAhead},
+		{500, min(aheadBytes/(500*line), maxAhead)},
+		{aheadBytes / line / 3, 3},
+		{5000, 2},
+		{maxPreparedLines, 2},
+	} {
+		if got := linesAhead(c.n); got != c.want {
+			t.Errorf("linesAhead(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+}
 
 func TestLinePrep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -17,47 +47,57 @@ func TestLinePrep(t *testing.T) {
 		}
 		p.request(4)
 		synctest.Wait() // the goroutine has prepared them
-		prepared := p.ready.Load()
-		if prepared == nil || len(*prepared) != 4 {
-			t.Fatalf("after request(4): ready = %v", prepared)
+		ready := readyLines(p)
+		if len(ready) != linesAhead(4) || len(ready[0]) != 4 || len(ready[1]) != 4 {
+			t.Fatalf("after request(4): %d sets ready, want %d of 4 lines", len(ready), linesAhead(4))
 		}
-		// Lines of the size asked for are waiting: a second request allocates nothing.
+		// Enough lines are waiting: another request allocates nothing.
 		p.request(4)
 		synctest.Wait()
-		if p.ready.Load() != prepared {
-			t.Fatal("a second request replaced lines that were still unused")
+		if again := readyLines(p); len(again) != linesAhead(4) || &again[0][0] != &ready[0][0] {
+			t.Fatal("a request with the buffer full replaced lines that were still unused")
 		}
-		if got := p.take(4); &got[0] != &(*prepared)[0] {
-			t.Fatal("take(4) did not return the prepared lines")
+		if got := p.take(4); &got[0] != &ready[0][0] {
+			t.Fatal("take(4) did not return the first prepared lines")
 		}
-		if p.ready.Load() != nil {
-			t.Fatal("prepared lines handed out twice")
+		if left := readyLines(p); len(left) != linesAhead(4)-1 || &left[0][0] != &ready[1][0] {
+			t.Fatal("prepared lines handed out twice, or lost")
 		}
-		// Prepared lines of another size (the configuration changed) are not used.
+		// Prepared lines of another size (the configuration changed) are dropped.
+		if got := p.take(5); len(got) != 5 || len(p.ready) != 0 {
+			t.Fatalf("take(5) with lines of 4 ready: %d lines, %d sets left", len(got), len(p.ready))
+		}
+		// A cycle too large to be worth it gets none.
+		p.request(maxPreparedLines + 1)
+		synctest.Wait()
+		if len(p.ready) != 0 {
+			t.Fatal("prepared lines over the cap")
+		}
 		p.request(4)
 		synctest.Wait()
-		if got := p.take(5); len(got) != 5 {
-			t.Fatalf("take(5) with 4 prepared: %d lines", len(got))
-		}
 		p.stop()
-		wg.Wait()    // the goroutine has ended
+		wg.Wait() // the goroutine has ended
+		if len(p.ready) != 0 {
+			t.Fatal("stop kept prepared lines")
+		}
 		p.request(4) // ignored after stop
-		if p.req == nil || p.ready.Load() != nil {
+		synctest.Wait()
+		if len(p.ready) != 0 {
 			t.Fatal("request after stop prepared lines")
 		}
 	})
 }
 
-// While the scheduler runs, the engine prepares the next tick's lines after each tick, and
-// the next tick uses them; in step mode it prepares none.
+// While the scheduler runs, the engine prepares the next ticks' lines, and the next tick
+// uses them; in step mode it prepares none.
 func TestEnginePreparesNextLines(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		regs := []Registration{reg("a", "safety", ok(1)), reg("b", "planning", ok(2))}
 		step := newEngine(t, Config{}, regs)
 		tick(t, step)
 		synctest.Wait()
-		if p := step.lines.ready.Load(); p != nil {
-			t.Fatalf("step mode prepared %d lines", len(*p))
+		if n := len(step.lines.ready); n != 0 {
+			t.Fatalf("step mode prepared %d sets of lines", n)
 		}
 
 		e := newEngine(t, Config{Period: 10 * time.Millisecond}, regs)
@@ -66,13 +106,13 @@ func TestEnginePreparesNextLines(t *testing.T) {
 		go func() { done <- e.Run(ctx) }()
 		time.Sleep(5 * time.Millisecond) // the first tick ran at 0
 		synctest.Wait()
-		prepared := e.lines.ready.Load()
-		if prepared == nil || len(*prepared) != 2 {
-			t.Fatalf("after a scheduled tick: prepared %v, want 2 lines", prepared)
+		ready := readyLines(&e.lines)
+		if len(ready) != linesAhead(2) || len(ready[0]) != 2 {
+			t.Fatalf("after a scheduled tick: %d sets ready, want %d of 2 lines", len(ready), linesAhead(2))
 		}
 		time.Sleep(10 * time.Millisecond) // the second tick, at 10ms
 		s := e.Latest()
-		if s.TickID != 2 || &s.Modules[0] != &(*prepared)[0] {
+		if s.TickID != 2 || &s.Modules[0] != &ready[0][0] {
 			t.Fatalf("tick %d did not use the prepared lines", s.TickID)
 		}
 		if s.Modules[0].Name != "a" || s.Modules[1].Name != "b" {

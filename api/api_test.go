@@ -60,6 +60,25 @@ type rigOptions struct {
 	cfg  cycle.Config
 	opts func(*api.Options)
 	wrap func(http.Handler) http.Handler
+	// base, if set, is the server's base context (cmd/cycled cancels it at shutdown), and
+	// every accepted connection gets a send buffer of sendBuffer bytes if that is set.
+	base       context.Context
+	sendBuffer int
+}
+
+// smallSendListener gives every accepted TCP connection a small send buffer, so that a
+// client that does not read fills it quickly.
+type smallSendListener struct {
+	net.Listener
+	size int
+}
+
+func (l smallSendListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok && err == nil {
+		_ = tc.SetWriteBuffer(l.size)
+	}
+	return c, err
 }
 
 func testConfig() cycle.Config {
@@ -134,7 +153,14 @@ func newRig(t *testing.T, ro rigOptions) *rig {
 	if ro.wrap != nil {
 		h = ro.wrap(h)
 	}
-	r.srv = httptest.NewServer(h)
+	r.srv = httptest.NewUnstartedServer(h)
+	if ro.base != nil {
+		r.srv.Config.BaseContext = func(net.Listener) context.Context { return ro.base }
+	}
+	if ro.sendBuffer > 0 {
+		r.srv.Listener = smallSendListener{Listener: r.srv.Listener, size: ro.sendBuffer}
+	}
+	r.srv.Start()
 	t.Cleanup(func() {
 		r.srv.Close()
 		_ = e.Close()

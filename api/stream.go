@@ -2,10 +2,12 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cycled/cycled/faultsummary"
@@ -25,11 +27,24 @@ import (
 // StreamBuffer events; a reader that falls behind loses its oldest events (announced by
 // the "skipped" comment) and never slows the tick. A client that accepts no data for
 // streamWriteTimeout is disconnected. The stream ends when the client leaves, the request
-// context ends, or the engine's hub closes the subscription.
+// context ends (even with a write blocked on a client that stopped reading), or the
+// engine's hub closes the subscription.
 func (s *server) getStream(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	sub := s.e.Events().Subscribe(StreamBuffer)
 	defer sub.Close()
+
+	// A client that stopped reading leaves this handler blocked in a write, where it does
+	// not see its context end (the client left, or the daemon shuts down and cancels the
+	// server's base context). When the context ends, the write deadline is moved to now,
+	// so the blocked write fails at once; send checks closing after setting its own
+	// deadline, so that a write started meanwhile does not get the deadline back.
+	var closing atomic.Bool
+	stopUnblock := context.AfterFunc(r.Context(), func() {
+		closing.Store(true)
+		_ = rc.SetWriteDeadline(time.Now())
+	})
+	defer stopUnblock()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -40,6 +55,9 @@ func (s *server) getStream(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	send := func() bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		if closing.Load() {
+			return false
+		}
 		if _, err := w.Write(buf.Bytes()); err != nil {
 			return false
 		}

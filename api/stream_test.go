@@ -226,3 +226,34 @@ func TestStreamNeverReadingClientDoesNotBlockTicks(t *testing.T) {
 	}
 	waitFor(t, "the stream handler to end", func() bool { return r.e.Events().Subscribers() == 0 })
 }
+
+// A stream whose client stopped reading leaves its handler blocked in a write; when the
+// request's context ends (cmd/cycled cancels the server's base context at shutdown), the
+// handler must return at once rather than when its write times out (streamWriteTimeout,
+// 10 s), or the daemon's shutdown waits out its drain timeout for it.
+func TestStreamBlockedWriteEndsWithItsContext(t *testing.T) {
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := newRig(t, rigOptions{base: base, sendBuffer: 4096})
+	conn, err := net.Dial("tcp", r.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(1024)
+	}
+	if _, err := fmt.Fprintf(conn, "GET /ticks/stream HTTP/1.1\r\nHost: cycled\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stream to subscribe", func() bool { return r.e.Events().Subscribers() == 1 })
+	for range 300 { // far more than the 4 KB send and 1 KB receive buffers hold
+		r.engineTick()
+	}
+	start := time.Now()
+	cancel()
+	waitFor(t, "the stream handler to end", func() bool { return r.e.Events().Subscribers() == 0 })
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the handler ended %s after its context", d)
+	}
+}

@@ -131,8 +131,9 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
+	var active inflight
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           active.wrap(handler),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
@@ -191,7 +192,12 @@ loop:
 	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	if err := srv.Shutdown(dctx); err != nil {
-		log.Warn("HTTP requests still running at shutdown were cut", zap.Error(err))
+		if reqs := active.list(time.Now()); len(reqs) > 0 {
+			log.Warn("HTTP requests still running at shutdown were cut", zap.Error(err), zap.Strings("requests", reqs))
+		} else {
+			// Connections with no handler running: a client still sending its request.
+			log.Warn("HTTP connections still reading a request at shutdown were cut", zap.Error(err))
+		}
 		srv.Close()
 	}
 	engine.Close()

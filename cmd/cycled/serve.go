@@ -35,6 +35,10 @@ const (
 	// base context is cancelled), so this only waits for ordinary requests in flight, such
 	// as a step-mode POST /ticks.
 	drainTimeout = 900 * time.Millisecond
+	// readingGrace is how long a shutdown waits for connections that serve no request
+	// (a client still sending one) before closing them; long enough for a response whose
+	// handler has just returned to be flushed.
+	readingGrace = 50 * time.Millisecond
 )
 
 // serve is "cycled run". ctx ends on SIGINT or SIGTERM; stop restores the default signal
@@ -140,6 +144,8 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ConnContext:       active.connContext,
+		ConnState:         active.connState,
 	}
 	if el, err := zap.NewStdLogAt(log.Named("http"), zap.WarnLevel); err == nil {
 		srv.ErrorLog = el
@@ -188,9 +194,12 @@ loop:
 	// Stop ticking at a tick boundary: Run returns after the running tick.
 	stopRun()
 	<-runDone
-	// Drain HTTP: long requests end at once (base context), others get drainTimeout.
+	// Drain HTTP: long requests end at once (base context), others get drainTimeout, and
+	// clients still sending a request are not waited for.
 	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
+	cut := time.AfterFunc(readingGrace, func() { active.closeReading() })
+	defer cut.Stop()
 	if err := srv.Shutdown(dctx); err != nil {
 		if reqs := active.list(time.Now()); len(reqs) > 0 {
 			log.Warn("HTTP requests still running at shutdown were cut", zap.Error(err), zap.Strings("requests", reqs))

@@ -169,7 +169,7 @@ type Engine struct {
 	running   atomic.Bool // the scheduler runs
 	closed    atomic.Bool
 	workersWG sync.WaitGroup
-	lines     linePrep
+	lines     *linePrep
 
 	activeView atomic.Pointer[state] // for readers outside the tick
 	resetReq   atomic.Bool           // operator reset of a latched emergency, consumed at the next tick
@@ -201,7 +201,7 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 		hub:       faultsummary.NewHub(),
 	}
 	e.realClock = clock.IsReal(o.clock)
-	e.lines.wg = &e.workersWG
+	e.lines = newLinePrep(&e.workersWG)
 	ropts := []retrybudget.Option{retrybudget.WithClock(o.clock)}
 	if o.rand != nil {
 		ropts = append(ropts, retrybudget.WithRand(o.rand))

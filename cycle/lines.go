@@ -25,10 +25,14 @@ import (
 type linePrep struct {
 	wg    *sync.WaitGroup
 	mu    sync.Mutex
-	req   chan int // guarded by mu (created on first use, closed by stop)
-	done  bool     // guarded by mu
-	ready chan []faultsummary.Module
-	once  sync.Once
+	req   chan int                   // guarded by mu (created on first use, closed by stop)
+	done  bool                       // guarded by mu
+	ready chan []faultsummary.Module // at most maxAhead; filled only by loop
+}
+
+// newLinePrep returns a linePrep whose goroutine, once started, is counted in wg.
+func newLinePrep(wg *sync.WaitGroup) *linePrep {
+	return &linePrep{wg: wg, ready: make(chan []faultsummary.Module, maxAhead)}
 }
 
 const (
@@ -48,14 +52,9 @@ func linesAhead(n int) int {
 	return min(max(k, 2), maxAhead)
 }
 
-func (p *linePrep) init() {
-	p.once.Do(func() { p.ready = make(chan []faultsummary.Module, maxAhead) })
-}
-
 // take returns n fresh lines: prepared ones if some are ready and of that size (lines of
 // another size, prepared before a configuration change, are dropped).
 func (p *linePrep) take(n int) []faultsummary.Module {
-	p.init()
 	for {
 		select {
 		case lines := <-p.ready:
@@ -71,7 +70,6 @@ func (p *linePrep) take(n int) []faultsummary.Module {
 
 // request asks for lines of n modules to be kept ready. It never blocks.
 func (p *linePrep) request(n int) {
-	p.init()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done || n == 0 || n > maxPreparedLines || len(p.ready) >= linesAhead(n) {
@@ -91,20 +89,15 @@ func (p *linePrep) request(n int) {
 func (p *linePrep) loop(req <-chan int) {
 	defer p.wg.Done()
 	for n := range req {
-	fill:
+		// The only sender: ticks only take, so there is room for every line set sent here.
 		for len(p.ready) < linesAhead(n) {
-			select {
-			case p.ready <- make([]faultsummary.Module, n):
-			default:
-				break fill // a tick took lines meanwhile and the buffer is full again
-			}
+			p.ready <- make([]faultsummary.Module, n)
 		}
 	}
 }
 
 // stop ends the goroutine and drops the prepared lines; later requests are ignored.
 func (p *linePrep) stop() {
-	p.init()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.done && p.req != nil {

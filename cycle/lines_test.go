@@ -41,7 +41,7 @@ func TestLinesAhead(t *testing.T) {
 func TestLinePrep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var wg sync.WaitGroup
-		p := &linePrep{wg: &wg}
+		p := newLinePrep(&wg)
 		if got := p.take(3); len(got) != 3 {
 			t.Fatalf("take without a request: %d lines, want 3", len(got))
 		}
@@ -106,7 +106,7 @@ func TestEnginePreparesNextLines(t *testing.T) {
 		go func() { done <- e.Run(ctx) }()
 		time.Sleep(5 * time.Millisecond) // the first tick ran at 0
 		synctest.Wait()
-		ready := readyLines(&e.lines)
+		ready := readyLines(e.lines)
 		if len(ready) != linesAhead(2) || len(ready[0]) != 2 {
 			t.Fatalf("after a scheduled tick: %d sets ready, want %d of 2 lines", len(ready), linesAhead(2))
 		}

@@ -445,7 +445,7 @@ func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 			if p := tr.progress.Load(); p == lastProgress {
 				// Runners are stuck in modules that block: more runners take over what is
 				// not claimed yet, and what stuck runners claimed but did not start.
-				e.pool.wake(tr, runtime.GOMAXPROCS(0), true)
+				e.pool.wake(tr, e.pool.procs, true)
 			} else {
 				lastProgress = p
 			}

@@ -430,8 +430,9 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	r.res = w.e.runner.RunFrom(tr.ctx, start, b, w.attemptFn)
 	end := w.e.after(start)
 	r.readStale = w.in.ReadStale()
-	if f := w.fast.Load(); nextFast(f, end.Sub(start), r.res.Attempts) != f {
-		w.fast.Store(nextFast(f, end.Sub(start), r.res.Attempts))
+	f := w.fast.Load()
+	if nf := nextFast(f, end.Sub(start), r.res.Attempts); nf != f {
+		w.fast.Store(nf) // only when it changes: an atomic store costs a full barrier
 	}
 	if w.phase.CompareAndSwap(phase(tr.tick, phRunning), phase(tr.tick, phCommitting)) {
 		w.report(tr, rt, start, end)

@@ -48,16 +48,8 @@ type fsRun struct {
 // context.WithTimeout per tier), each module run through failsafe-go policies composed
 // Fallback → CircuitBreaker → RetryPolicy → Timeout.
 type Failsafe struct {
-	tiers  []TierSpec
+	tickState
 	byTier [][]*fsMod
-	n      int
-
-	lgMu     sync.Mutex
-	lastGood map[string]lgEntry
-
-	tickID uint64
-	hist   []*Summary
-	histN  int
 }
 
 // isTransient is the retry policy's predicate: transient faults (a failsafe timeout included).
@@ -67,7 +59,7 @@ func isTransient(_ any, err error) bool {
 
 // NewFailsafe returns peer B for spec.
 func NewFailsafe(spec Spec) *Failsafe {
-	f := &Failsafe{tiers: spec.Tiers, lastGood: make(map[string]lgEntry, len(spec.Modules)), n: len(spec.Modules)}
+	f := &Failsafe{tickState: newTickState(spec)}
 	f.byTier = make([][]*fsMod, len(spec.Tiers))
 	for _, m := range spec.Modules {
 		t := &spec.Tiers[m.Tier]
@@ -104,7 +96,6 @@ func NewFailsafe(spec Spec) *Failsafe {
 		}
 		f.byTier[m.Tier] = append(f.byTier[m.Tier], fm)
 	}
-	f.hist = make([]*Summary, max(spec.History, 16))
 	return f
 }
 
@@ -124,14 +115,7 @@ func (f *Failsafe) serveLastGood(m *fsMod, r *fsRun) (any, error) {
 
 // Tick runs one tick.
 func (f *Failsafe) Tick(ctx context.Context) error {
-	f.tickID++
-	s := &Summary{TickID: f.tickID, Started: time.Now(), Tiers: make([]TierLine, len(f.tiers)), Lines: make([]Line, 0, f.n)}
-	for ti := range f.tiers {
-		f.runTier(ctx, ti, s)
-	}
-	s.Finished = time.Now()
-	f.hist[f.histN%len(f.hist)] = s
-	f.histN++
+	f.tick(func(ti int, s *Summary) { f.runTier(ctx, ti, s) })
 	return nil
 }
 
@@ -155,17 +139,10 @@ func (f *Failsafe) runTier(ctx context.Context, ti int, s *Summary) {
 		wg.Add(1)
 		go runFailsafe(tctx, m, r, &wg)
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-tctx.Done():
-	}
+	waitTier(tctx, &wg)
 	cancel()
 	tEnd := time.Now()
-	tl := &s.Tiers[ti]
-	tl.Name, tl.Elapsed, tl.Status = t.Name, tEnd.Sub(tStart), "ok"
-	tl.BudgetExhausted = tl.Elapsed >= t.Budget
+	tl := tierLine(s, ti, t, tStart, tEnd)
 
 	var fresh []int // modules whose value goes to last-known-good
 	for j, m := range mods {
@@ -226,10 +203,7 @@ func (f *Failsafe) runTier(ctx context.Context, ti int, s *Summary) {
 			s.RetryCounts[m.Name] = ln.Attempts - 1
 		}
 		ln.Circuit = m.cb.State().String()
-		if ln.Status != StatusOK && ln.Status != StatusRetried {
-			tl.Status = "degraded"
-		}
-		s.Lines = append(s.Lines, ln)
+		addLine(s, tl, ln)
 	}
 	if len(fresh) > 0 {
 		f.lgMu.Lock()
@@ -243,15 +217,8 @@ func (f *Failsafe) runTier(ctx context.Context, ti int, s *Summary) {
 // fallbackLine serves last-known-good on the line of a module the policies did not finish.
 func (f *Failsafe) fallbackLine(s *Summary, ln *Line, m *fsMod, now time.Time) {
 	f.lgMu.Lock()
-	e, ok := f.lastGood[m.key]
-	f.lgMu.Unlock()
-	if ok && now.Sub(e.at) < DefaultTTL {
-		ln.Source, ln.Stale, ln.Age = SourceLastGood, true, now.Sub(e.at)
-		s.DegradedKeys = append(s.DegradedKeys, m.key)
-		return
-	}
-	ln.Source = SourceNone
-	s.DegradedKeys = append(s.DegradedKeys, m.key+" (expired)")
+	defer f.lgMu.Unlock()
+	f.fallbackLocked(s, ln, m.key, now)
 }
 
 func runFailsafe(ctx context.Context, m *fsMod, r *fsRun, wg *sync.WaitGroup) {
@@ -272,15 +239,3 @@ func runFailsafe(ctx context.Context, m *fsMod, r *fsRun, wg *sync.WaitGroup) {
 	}
 	r.state.CompareAndSwap(slotRunning, slotDone)
 }
-
-// Last returns a view of the latest summary.
-func (f *Failsafe) Last() View {
-	if f.histN == 0 {
-		return View{}
-	}
-	s := f.hist[(f.histN-1)%len(f.hist)]
-	return View{TickID: s.TickID, Tiers: s.Tiers, Lines: s.Lines}
-}
-
-// Close does nothing: abandoned goroutines end when their module returns.
-func (f *Failsafe) Close() {}

@@ -120,16 +120,8 @@ type plainRun struct {
 // Plain is peer A: a goroutine per module per tick, a WaitGroup and a context.WithTimeout
 // per tier, a mutex breaker per module, a map for last-known-good.
 type Plain struct {
-	tiers  []TierSpec
+	tickState
 	byTier [][]*plainMod
-	n      int
-
-	lgMu     sync.Mutex
-	lastGood map[string]lgEntry
-
-	tickID uint64
-	hist   []*Summary
-	histN  int
 }
 
 // Summary is the summary of a tick of peer A or B.
@@ -145,7 +137,7 @@ type Summary struct {
 
 // NewPlain returns peer A for spec.
 func NewPlain(spec Spec) *Plain {
-	p := &Plain{tiers: spec.Tiers, lastGood: make(map[string]lgEntry, len(spec.Modules)), n: len(spec.Modules)}
+	p := &Plain{tickState: newTickState(spec)}
 	p.byTier = make([][]*plainMod, len(spec.Tiers))
 	for _, m := range spec.Modules {
 		t := &spec.Tiers[m.Tier]
@@ -153,20 +145,12 @@ func NewPlain(spec Spec) *Plain {
 			br: mutexBreaker{threshold: max(t.FailureThreshold, 1), successes: max(t.HalfOpenSuccesses, 1), cooldown: t.Cooldown}}
 		p.byTier[m.Tier] = append(p.byTier[m.Tier], pm)
 	}
-	p.hist = make([]*Summary, max(spec.History, 16))
 	return p
 }
 
 // Tick runs one tick.
 func (p *Plain) Tick(ctx context.Context) error {
-	p.tickID++
-	s := &Summary{TickID: p.tickID, Started: time.Now(), Tiers: make([]TierLine, len(p.tiers)), Lines: make([]Line, 0, p.n)}
-	for ti := range p.tiers {
-		p.runTier(ctx, ti, s)
-	}
-	s.Finished = time.Now()
-	p.hist[p.histN%len(p.hist)] = s
-	p.histN++
+	p.tick(func(ti int, s *Summary) { p.runTier(ctx, ti, s) })
 	return nil
 }
 
@@ -196,17 +180,10 @@ func (p *Plain) runTier(ctx context.Context, ti int, s *Summary) {
 		wg.Add(1)
 		go runPlain(tctx, deadline, t, m, r, &wg)
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-tctx.Done():
-	}
+	waitTier(tctx, &wg)
 	cancel()
 	tEnd := time.Now()
-	tl := &s.Tiers[ti]
-	tl.Name, tl.Elapsed, tl.Status = t.Name, tEnd.Sub(tStart), "ok"
-	tl.BudgetExhausted = tl.Elapsed >= t.Budget
+	tl := tierLine(s, ti, t, tStart, tEnd)
 
 	p.lgMu.Lock()
 	defer p.lgMu.Unlock()
@@ -221,14 +198,14 @@ func (p *Plain) runTier(ctx context.Context, ti int, s *Summary) {
 			ln.Latency = tEnd.Sub(tStart)
 			m.br.failure(tEnd)
 			tl.BudgetExhausted = true
-			p.fallback(s, &ln, m, tEnd)
+			p.fallbackLocked(s, &ln, m.key, tEnd)
 		case r.status == StatusBusy:
 			ln.Status, ln.Kind, ln.Err = StatusBusy, "transient", "still running from an earlier tick"
 			m.br.failure(tEnd)
-			p.fallback(s, &ln, m, tEnd)
+			p.fallbackLocked(s, &ln, m.key, tEnd)
 		case r.status == StatusOpen:
 			ln.Status = StatusOpen
-			p.fallback(s, &ln, m, tEnd)
+			p.fallbackLocked(s, &ln, m.key, tEnd)
 		default:
 			ln.Attempts, ln.Latency = r.attempts, r.end.Sub(r.start)
 			if r.exhausted {
@@ -257,26 +234,11 @@ func (p *Plain) runTier(ctx context.Context, ti int, s *Summary) {
 			} else {
 				m.br.failure(tEnd)
 			}
-			p.fallback(s, &ln, m, tEnd)
+			p.fallbackLocked(s, &ln, m.key, tEnd)
 		}
 		ln.Circuit = m.br.String()
-		if ln.Status != StatusOK && ln.Status != StatusRetried {
-			tl.Status = "degraded"
-		}
-		s.Lines = append(s.Lines, ln)
+		addLine(s, tl, ln)
 	}
-}
-
-// fallback serves the last-known-good value of m (called with lgMu held).
-func (p *Plain) fallback(s *Summary, ln *Line, m *plainMod, now time.Time) {
-	e, ok := p.lastGood[m.key]
-	if ok && now.Sub(e.at) < DefaultTTL {
-		ln.Source, ln.Stale, ln.Age = SourceLastGood, true, now.Sub(e.at)
-		s.DegradedKeys = append(s.DegradedKeys, m.key)
-		return
-	}
-	ln.Source = SourceNone
-	s.DegradedKeys = append(s.DegradedKeys, m.key+" (expired)")
 }
 
 // runPlain runs m under the tier's retry budget on its own goroutine.
@@ -325,15 +287,3 @@ func runPlain(ctx context.Context, deadline time.Time, t *TierSpec, m *plainMod,
 	r.end = time.Now()
 	r.state.CompareAndSwap(slotRunning, slotDone)
 }
-
-// Last returns a view of the latest summary.
-func (p *Plain) Last() View {
-	if p.histN == 0 {
-		return View{}
-	}
-	s := p.hist[(p.histN-1)%len(p.hist)]
-	return View{TickID: s.TickID, Tiers: s.Tiers, Lines: s.Lines}
-}
-
-// Close does nothing: abandoned goroutines end when their module returns.
-func (p *Plain) Close() {}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/cycled/cycled/bench/peers"
 	"github.com/cycled/cycled/bench/stats"
-	"github.com/cycled/cycled/cycle"
 )
 
 // The deadline-adherence workload: a safety tier with one trivial module, then a tier of
@@ -118,23 +117,7 @@ func runDeadline(o *opts, py *pySketch) []deadlineSample {
 func goDeadline(name string, ticks int) deadlineSample {
 	var conc peers.Concurrency
 	spec := deadlineSpec(&conc)
-	var c peers.Contender
-	switch name {
-	case cEngineCoarse, cEnginePrecise:
-		t := cycle.Coarse
-		if name == cEnginePrecise {
-			t = cycle.Precise
-		}
-		e, err := peers.NewEngine(spec, t)
-		if err != nil {
-			fatalf("engine: %v", err)
-		}
-		c = e
-	case cPlain:
-		c = peers.NewPlain(spec)
-	case cFailsafe:
-		c = peers.NewFailsafe(spec)
-	}
+	c := newGoContender(name, spec)
 	var over []float64
 	s := deadlineSample{}
 	statuses := map[string]int{}

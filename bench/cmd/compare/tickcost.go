@@ -143,22 +143,33 @@ func runTickCost(o *opts, py *pySketch) []costSample {
 	return out
 }
 
-func goCost(o *opts, name string, n int, fail bool) (costSample, bool) {
-	var on atomic.Bool
-	spec := peers.TrivialSpec(n, fail, &on, tiersForCost())
-	var c peers.Contender
+// newGoContender returns the Go contender called name for spec (cycled with precise
+// timing for cEnginePrecise, coarse otherwise).
+func newGoContender(name string, spec peers.Spec) peers.Contender {
 	switch name {
-	case cEngine:
-		e, err := peers.NewEngine(spec, cycle.Coarse)
+	case cEngine, cEngineCoarse, cEnginePrecise:
+		t := cycle.Coarse
+		if name == cEnginePrecise {
+			t = cycle.Precise
+		}
+		e, err := peers.NewEngine(spec, t)
 		if err != nil {
 			fatalf("engine: %v", err)
 		}
-		c = e
+		return e
 	case cPlain:
-		c = peers.NewPlain(spec)
+		return peers.NewPlain(spec)
 	case cFailsafe:
-		c = peers.NewFailsafe(spec)
+		return peers.NewFailsafe(spec)
 	}
+	fatalf("unknown contender %q", name)
+	return nil
+}
+
+func goCost(o *opts, name string, n int, fail bool) (costSample, bool) {
+	var on atomic.Bool
+	spec := peers.TrivialSpec(n, fail, &on, tiersForCost())
+	c := newGoContender(name, spec)
 	s := measureGo(c, &on, fail, goLimits(n, o.quick))
 	c.Close()
 	return s, true

@@ -137,20 +137,26 @@ type Store struct {
 	stored  atomic.Int64       // records with a value
 }
 
-// record is the state of one key. Its fields are guarded by its own mu.
+// record is the state of one key. Its fields are guarded by its own mu, but for st and
+// key, set when it is made. A Slot is a record: the engine's writer reaches the state of
+// its key in one step, without a handle in between (at thousands of modules, every
+// object a module's run touches is a cache miss).
 type record struct {
-	mu        sync.Mutex
-	entry     Entry // guarded by mu; valid when hasEntry
-	hasEntry  bool  // guarded by mu
-	policy    TTL   // guarded by mu; valid when hasPolicy
-	hasPolicy bool  // guarded by mu
+	st  *Store // immutable
+	key string // immutable
 
+	// What a write touches comes first, together.
+	mu       sync.Mutex
+	entry    Entry  // guarded by mu; valid when hasEntry (its Written: the previous write's)
+	hasEntry bool   // guarded by mu
+	seq      uint64 // guarded by mu; the last Seq assigned
+	seqEnd   uint64 // guarded by mu; the end of the record's block of sequence numbers
 	// Write history for automatic TTLs.
-	seq       uint64    // guarded by mu; the last Seq assigned
-	seqEnd    uint64    // guarded by mu; the end of the record's block of sequence numbers
-	lastWrite time.Time // guarded by mu; Written of the previous Put
-	avg       float64   // guarded by mu; moving average of the write interval, in ns
-	samples   uint64    // guarded by mu; intervals folded into avg
+	avg     float64 // guarded by mu; moving average of the write interval, in ns
+	samples uint64  // guarded by mu; intervals folded into avg
+
+	policy    TTL  // guarded by mu; valid when hasPolicy
+	hasPolicy bool // guarded by mu
 }
 
 // New returns an empty store.
@@ -179,7 +185,7 @@ func (s *Store) record(key string, create bool) *record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if r = s.records[key]; r == nil {
-		r = &record{}
+		r = &record{st: s, key: key}
 		s.records[key] = r
 	}
 	return r
@@ -231,7 +237,7 @@ func (s *Store) nextSeq(r *record) uint64 {
 // and counts a first value. The caller holds r.mu.
 func (s *Store) noteWrite(r *record, written time.Time) {
 	if r.hasEntry {
-		if x := written.Sub(r.lastWrite); x > 0 {
+		if x := written.Sub(r.entry.Written); x > 0 {
 			if r.samples == 0 {
 				r.avg = float64(x)
 			} else {
@@ -242,7 +248,6 @@ func (s *Store) noteWrite(r *record, written time.Time) {
 	} else {
 		s.stored.Add(1)
 	}
-	r.lastWrite = written
 }
 
 // Get returns the stored value of key with its age and quality at now. It allocates nothing.
@@ -275,25 +280,22 @@ func (s *Store) get(r *record, key string, now time.Time) Lookup {
 // Slot is a handle on one key, for a writer that stores the same key again and again: it
 // skips the lookup of the key. A slot outlives a Delete of its key but is then detached
 // from the store.
-type Slot struct {
-	s   *Store
-	r   *record
-	key string
-}
+type Slot record
 
 // Slot returns the handle of key, creating its record if needed.
-func (s *Store) Slot(key string) *Slot { return &Slot{s: s, r: s.record(key, true), key: key} }
+func (s *Store) Slot(key string) *Slot { return (*Slot)(s.record(key, true)) }
 
 // Put is Store.Put for the slot's key (e.Key is set to it).
 func (sl *Slot) Put(e Entry) Entry {
 	e.Key = sl.key
-	return sl.s.put(sl.r, e)
+	return sl.st.put((*record)(sl), e)
 }
 
 // PutValue is Put for the slot's key with only the fields a writer sets, returning the
 // sequence number: the engine's path for a module's live value, which copies no Entry.
 func (sl *Slot) PutValue(value any, module string, tick uint64, written time.Time) uint64 {
-	s, r := sl.s, sl.r
+	r := (*record)(sl)
+	s := r.st
 	r.mu.Lock()
 	s.noteWrite(r, written)
 	seq := s.nextSeq(r)
@@ -304,7 +306,7 @@ func (sl *Slot) PutValue(value any, module string, tick uint64, written time.Tim
 }
 
 // Get is Store.Get for the slot's key.
-func (sl *Slot) Get(now time.Time) Lookup { return sl.s.get(sl.r, sl.key, now) }
+func (sl *Slot) Get(now time.Time) Lookup { return sl.st.get((*record)(sl), sl.key, now) }
 
 // ttlOf computes the TTL in force for r. The caller holds r.mu.
 func (s *Store) ttlOf(r *record) time.Duration {

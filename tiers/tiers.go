@@ -222,7 +222,15 @@ type Input struct {
 
 // NewInput returns an input bound to board for the named module. The engine calls it.
 func NewInput(board *blackboard.Board, spec ModuleSpec, tier int) *Input {
-	return &Input{board: board, module: spec.Name, tier: tier, reads: spec.Reads}
+	in := new(Input)
+	in.Init(board, spec, tier)
+	return in
+}
+
+// Init makes in an input bound to board for the named module, as NewInput does, for an
+// Input kept inside another value. The engine calls it.
+func (in *Input) Init(board *blackboard.Board, spec ModuleSpec, tier int) {
+	*in = Input{board: board, module: spec.Name, tier: tier, reads: spec.Reads}
 }
 
 // Begin prepares the input for a tick. The engine calls it.

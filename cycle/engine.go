@@ -384,7 +384,7 @@ func (e *Engine) applyLocked(st *state) {
 		want[name] = s
 	}
 	st.tierMods = make([][]*modRT, len(st.cfg.Tiers))
-	for _, i := range tierOrder(st.plan.Modules, len(st.cfg.Tiers)) {
+	for i := range st.plan.Modules { // sorted by tier: the order the runners visit them
 		pm := &st.plan.Modules[i]
 		reg := st.regs[pm.Spec.Name]
 		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module}
@@ -404,10 +404,11 @@ func (e *Engine) applyLocked(st *state) {
 		}
 		st.tierMods[pm.TierIndex] = append(st.tierMods[pm.TierIndex], rt)
 	}
-	// Created in the order the runners visit them, a tier's breakers (like its runtimes,
-	// workers and slots) lie mostly in the order of its modules in memory: at 5000 modules
-	// a tick no longer fits in a core's cache, and breakers created in map order made
-	// every module's first touch of its breaker a miss the CPU could not prefetch.
+	// Created in the order the runners visit them (the plan's), a tier's breakers (like
+	// its runtimes, workers and slots) lie mostly in the order of its modules in memory:
+	// at 5000 modules a tick no longer fits in a core's cache, and breakers created in map
+	// order made every module's first touch of its breaker a miss the CPU could not
+	// prefetch.
 	for name := range st.cfg.Breakers {
 		order = append(order, name) // named breakers no module uses still exist
 	}
@@ -472,25 +473,6 @@ func (e *Engine) applyLocked(st *state) {
 			h.OnApply(st.version)
 		}
 	}
-}
-
-// tierOrder returns the indexes of mods by tier, in plan order within a tier: the order
-// in which the runtimes are allocated, so that the runners walk memory mostly forwards.
-func tierOrder(mods []tiers.PlannedModule, nTiers int) []int {
-	start := make([]int, nTiers+1)
-	for i := range mods {
-		start[mods[i].TierIndex+1]++
-	}
-	for t := 1; t <= nTiers; t++ {
-		start[t] += start[t-1]
-	}
-	out := make([]int, len(mods))
-	for i := range mods {
-		t := mods[i].TierIndex
-		out[start[t]] = i
-		start[t]++
-	}
-	return out
 }
 
 func (e *Engine) onBreaker(t breaker.Transition) {

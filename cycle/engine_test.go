@@ -931,30 +931,3 @@ func TestNextFast(t *testing.T) {
 		}
 	}
 }
-
-func TestTierOrder(t *testing.T) {
-	pm := func(idx ...int) []tiers.PlannedModule {
-		out := make([]tiers.PlannedModule, len(idx))
-		for i, ti := range idx {
-			out[i].TierIndex = ti
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name   string
-		mods   []tiers.PlannedModule
-		nTiers int
-		want   []int
-	}{
-		{"empty", nil, 3, []int{}},
-		{"one tier", pm(0, 0, 0), 1, []int{0, 1, 2}},
-		{"interleaved", pm(0, 1, 2, 0, 1, 2), 3, []int{0, 3, 1, 4, 2, 5}},
-		{"empty tier in between", pm(2, 0, 2, 0), 3, []int{1, 3, 0, 2}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tierOrder(tc.mods, tc.nTiers); !slices.Equal(got, tc.want) {
-				t.Fatalf("tierOrder = %v, want %v", got, tc.want)
-			}
-		})
-	}
-}

@@ -424,7 +424,7 @@ func (e *Engine) applyLocked(st *state) {
 		delete(want, name)
 		if _, err := e.breakers.GetOrCreate(s); errors.Is(err, breaker.ErrConflict) {
 			e.breakers.Remove(name)
-			e.breakers.GetOrCreate(s) //nolint:errcheck // just removed: no conflict left
+			_, _ = e.breakers.GetOrCreate(s) // just removed: no conflict is left
 		}
 	}
 	for _, snap := range e.breakers.List() {

@@ -149,6 +149,7 @@ type record struct {
 	mu       sync.Mutex
 	entry    Entry  // guarded by mu; valid when hasEntry (its Written: the previous write's)
 	hasEntry bool   // guarded by mu
+	detached bool   // guarded by mu; deleted from the store: writes through a Slot are not counted
 	seq      uint64 // guarded by mu; the last Seq assigned
 	seqEnd   uint64 // guarded by mu; the end of the record's block of sequence numbers
 	// Write history for automatic TTLs.
@@ -245,7 +246,7 @@ func (s *Store) noteWrite(r *record, written time.Time) {
 			}
 			r.samples++
 		}
-	} else {
+	} else if !r.detached {
 		s.stored.Add(1)
 	}
 }
@@ -360,6 +361,7 @@ func (s *Store) Delete(key string) {
 		s.stored.Add(-1)
 		r.hasEntry = false
 	}
+	r.detached = true
 	r.mu.Unlock()
 }
 

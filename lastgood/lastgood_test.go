@@ -490,3 +490,27 @@ func TestSlotPutValueEqualsPut(t *testing.T) {
 		t.Fatalf("Len = %d, want 1", s.Len())
 	}
 }
+
+func TestSlotDetachedByDelete(t *testing.T) {
+	s := New()
+	sl := s.Slot("k")
+	sl.PutValue(1, "m", 1, at(0))
+	s.Delete("k")
+	// A write through the old slot lands in the detached record: the store neither shows
+	// nor counts it.
+	sl.PutValue(2, "m", 2, at(10*time.Millisecond))
+	if s.Len() != 0 || len(s.Keys()) != 0 {
+		t.Fatalf("after a write through a detached slot: Len %d, Keys %v, want 0 and none", s.Len(), s.Keys())
+	}
+	if lk := s.Get("k", at(10*time.Millisecond)); lk.Quality != Missing {
+		t.Fatalf("Get after a write through a detached slot = %v, want missing", lk.Quality)
+	}
+	// The key written again through a new slot is a new record, counted once.
+	s.Slot("k").PutValue(3, "m", 3, at(20*time.Millisecond))
+	if s.Len() != 1 {
+		t.Fatalf("Len after a new write = %d, want 1", s.Len())
+	}
+	if lk := s.Get("k", at(20*time.Millisecond)); lk.Value != 3 {
+		t.Fatalf("Get after a new write = %v, want 3", lk.Value)
+	}
+}

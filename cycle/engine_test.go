@@ -931,3 +931,55 @@ func TestNextFast(t *testing.T) {
 		}
 	}
 }
+
+// TestStallCheckLifecycle: the stall check is a timer of its own, armed only while some
+// modules of the tier await admission; the runner that admits the last one stops it, so
+// that the engine's wait is one timer to the deadline. Unadmitted modules and no progress
+// wake sweepers and re-arm the check, until the deadline is within one check.
+func TestStallCheckLifecycle(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	e := newEngine(t, Config{}, nil, WithClock(clk))
+	mods := make([]*modRT, 3)
+	newTier := func(budget time.Duration) *tierRun {
+		return &tierRun{e: e, tick: 1, mods: mods, deadline: clk.Now().Add(budget), done: make(chan struct{})}
+	}
+
+	tr := newTier(time.Second)
+	tr.watchStall(0)
+	if clk.Timers() != 1 {
+		t.Fatalf("armed timers after watchStall = %d, want 1", clk.Timers())
+	}
+	tr.admit(2)
+	if clk.Timers() != 1 {
+		t.Fatalf("armed timers with a module left to admit = %d, want 1", clk.Timers())
+	}
+	tr.admit(1)
+	if clk.Timers() != 0 {
+		t.Fatalf("armed timers once every module is admitted = %d, want 0", clk.Timers())
+	}
+
+	// Every module admitted already: nothing to watch.
+	tr = newTier(time.Second)
+	tr.admit(3)
+	tr.watchStall(0)
+	if clk.Timers() != 0 {
+		t.Fatalf("armed timers for an admitted tier = %d, want 0", clk.Timers())
+	}
+
+	// Modules left to admit while the tier progresses: the check re-arms until the
+	// deadline less the margin is within one check (sweepers for a tier that makes no
+	// progress: TestFastModuleThatBlocksDoesNotHoldOthers).
+	tr = newTier(3*stallCheck + stallCheck/2)
+	tr.watchStall(stallCheck)
+	for i, want := range []int{1, 0} {
+		tr.progress.Add(1)
+		clk.Advance(stallCheck)
+		if clk.Timers() != want {
+			t.Fatalf("armed timers after check %d = %d, want %d", i+1, clk.Timers(), want)
+		}
+	}
+	tr.stopStall() // harmless when no longer armed
+	if clk.Timers() != 0 {
+		t.Fatalf("armed timers after stopStall = %d, want 0", clk.Timers())
+	}
+}

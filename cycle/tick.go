@@ -403,8 +403,9 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 const smallTier = 16
 
 // wait blocks until every admitted module of tr has finished (true) or the deadline
-// passes (false). While modules are still waiting for admission it checks every stallCheck that
-// the tier makes progress, and wakes more runners when it does not (a fast module blocked).
+// passes (false). While modules are still waiting for admission, the stall check
+// (tierRun.watchStall) wakes more runners if the tier makes no progress (a fast module
+// blocked).
 func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 	select {
 	case <-tr.done:
@@ -412,16 +413,14 @@ func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 	default:
 	}
 	precise := st.cfg.Timing == Precise && e.realClock
-	lastProgress := tr.progress.Load()
+	margin := time.Duration(0)
+	if precise {
+		margin = st.cfg.PreciseMargin
+	}
+	tr.watchStall(margin)
+	defer tr.stopStall()
 	for {
-		d := deadline.Sub(e.clock.Now())
-		if precise {
-			d -= st.cfg.PreciseMargin
-		}
-		stall := tr.admitted.Load() < int64(len(tr.mods)) && d > stallCheck
-		if stall {
-			d = stallCheck
-		}
+		d := deadline.Sub(e.clock.Now()) - margin
 		if d <= 0 {
 			break
 		}
@@ -440,15 +439,6 @@ func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 			}
 			return true
 		case <-e.timer.C():
-		}
-		if stall {
-			if p := tr.progress.Load(); p == lastProgress {
-				// Runners are stuck in modules that block: more runners take over what is
-				// not claimed yet, and what stuck runners claimed but did not start.
-				e.pool.wake(tr, e.pool.procs, true)
-			} else {
-				lastProgress = p
-			}
 		}
 	}
 	if precise {

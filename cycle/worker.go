@@ -29,8 +29,8 @@ import (
 // modules), so that blocking modules still run fully concurrently. The goroutine that ran a module commits a success itself (breaker,
 // last-known-good, blackboard, summary line); everything else is left to the engine as an
 // exception, handled serially once the tier is over. Should a fast module block
-// unexpectedly, the engine sees the tier make no progress for stallCheck and wakes more
-// runners for the modules not yet claimed.
+// unexpectedly, the tier's stall check (watchStall) sees it make no progress for
+// stallCheck and wakes more runners for the modules not yet claimed.
 //
 // Ownership of a module's run is decided by compare-and-swap on its phase word (tick id and
 // state), so that at the deadline the engine and a late module never both report it.

@@ -164,6 +164,7 @@ type Engine struct {
 	em         emergencyState
 	pendingGap int         // guarded by tickMu: grid points skipped before the next tick
 	timer      clock.Timer // guarded by tickMu
+	stall      stallWatch
 	curTick    atomic.Uint64
 
 	running   atomic.Bool // the scheduler runs

@@ -87,11 +87,7 @@ type tierRun struct {
 	exc             []int32 // indexes in mods left to the engine
 	excN            atomic.Int32
 
-	// The stall check (see watchStall).
-	stallMu      sync.Mutex
-	stall        clock.Timer   // guarded by stallMu; nil when not armed or stopped
-	stallMargin  time.Duration // guarded by stallMu
-	lastProgress atomic.Int64
+	lastProgress atomic.Int64 // modules finished at the last stall check (see watchStall)
 
 	// The counters live on their own cache lines: runners on different cores hit them.
 	_        [64]byte
@@ -180,18 +176,58 @@ func (tr *tierRun) watchStall(margin time.Duration) {
 		return
 	}
 	tr.lastProgress.Store(tr.progress.Load())
-	tr.stallMu.Lock()
-	tr.stallMargin = margin
-	tr.stall = tr.e.clock.AfterFunc(stallCheck, tr.checkStall)
-	tr.stallMu.Unlock()
+	tr.e.stall.arm(tr.e.clock, tr, margin)
 }
 
-// checkStall is the stall check's timer function.
-func (tr *tierRun) checkStall() {
-	tr.stallMu.Lock()
-	armed, margin := tr.stall != nil, tr.stallMargin
-	tr.stallMu.Unlock()
-	if !armed || tr.closed.Load() || tr.admitted.Load() >= int64(len(tr.mods)) {
+// stopStall stops the stall check of tr, if it is the tier watched.
+func (tr *tierRun) stopStall() { tr.e.stall.stop(tr) }
+
+// stallWatch is the engine's stall check: one timer, armed for one tier at a time (tiers
+// run one after another), so that watching a tier allocates nothing.
+type stallWatch struct {
+	mu     sync.Mutex
+	clock  clock.Clock   // guarded by mu
+	t      clock.Timer   // guarded by mu; made on first use
+	tr     *tierRun      // guarded by mu; the tier watched, nil when none
+	due    time.Time     // guarded by mu; when the check of tr falls due
+	margin time.Duration // guarded by mu
+}
+
+// arm watches tr: its check falls due stallCheck from now.
+func (w *stallWatch) arm(c clock.Clock, tr *tierRun, margin time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.clock, w.tr, w.margin, w.due = c, tr, margin, c.Now().Add(stallCheck)
+	if w.t == nil {
+		w.t = c.AfterFunc(stallCheck, w.fire)
+	} else {
+		w.t.Reset(stallCheck)
+	}
+}
+
+// stop ends the watch of tr (a later tier's watch is left alone).
+func (w *stallWatch) stop(tr *tierRun) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.tr == tr && tr != nil {
+		w.tr = nil
+		w.t.Stop()
+	}
+}
+
+// fire is the timer's function: the check of the tier watched.
+func (w *stallWatch) fire() {
+	w.mu.Lock()
+	c, tr, margin, due := w.clock, w.tr, w.margin, w.due
+	w.mu.Unlock()
+	if tr == nil {
+		return
+	}
+	now := c.Now()
+	if now.Before(due) {
+		return // fired for a watch that has been replaced; the timer is re-armed for this one
+	}
+	if tr.closed.Load() || tr.admitted.Load() >= int64(len(tr.mods)) {
 		return
 	}
 	if p := tr.progress.Load(); p == tr.lastProgress.Load() {
@@ -199,24 +235,15 @@ func (tr *tierRun) checkStall() {
 	} else {
 		tr.lastProgress.Store(p)
 	}
-	if tr.deadline.Sub(tr.e.clock.Now())-margin <= stallCheck {
+	if tr.deadline.Sub(now)-margin <= stallCheck {
 		return
 	}
-	tr.stallMu.Lock()
-	if tr.stall != nil {
-		tr.stall.Reset(stallCheck)
+	w.mu.Lock()
+	if w.tr == tr {
+		w.due = now.Add(stallCheck)
+		w.t.Reset(stallCheck)
 	}
-	tr.stallMu.Unlock()
-}
-
-// stopStall stops the stall check, if armed.
-func (tr *tierRun) stopStall() {
-	tr.stallMu.Lock()
-	if tr.stall != nil {
-		tr.stall.Stop()
-		tr.stall = nil
-	}
-	tr.stallMu.Unlock()
+	w.mu.Unlock()
 }
 
 // admit counts n modules whose admission is decided; the last one stops the stall check.

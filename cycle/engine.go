@@ -413,23 +413,20 @@ func (e *Engine) applyLocked(st *state) {
 	for name := range st.cfg.Breakers {
 		order = append(order, name) // named breakers no module uses still exist
 	}
-	wanted := make(map[string]bool, len(want))
-	for name := range want {
-		wanted[name] = true
-	}
+	created := make(map[string]bool, len(want))
 	for _, name := range order {
 		s, ok := want[name]
-		if !ok {
-			continue // created already
+		if !ok || created[name] {
+			continue
 		}
-		delete(want, name)
+		created[name] = true
 		if _, err := e.breakers.GetOrCreate(s); errors.Is(err, breaker.ErrConflict) {
 			e.breakers.Remove(name)
 			_, _ = e.breakers.GetOrCreate(s) // just removed: no conflict is left
 		}
 	}
 	for _, snap := range e.breakers.List() {
-		if !wanted[snap.Name] {
+		if _, ok := want[snap.Name]; !ok {
 			e.breakers.Remove(snap.Name)
 			e.circMu.Lock()
 			delete(e.nonClosed, snap.Name)

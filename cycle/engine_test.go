@@ -945,7 +945,7 @@ func TestStallCheckLifecycle(t *testing.T) {
 	}
 
 	tr := newTier(time.Second)
-	tr.watchStall(0)
+	tr.watchStall(clk.Now(), 0)
 	if clk.Timers() != 1 {
 		t.Fatalf("armed timers after watchStall = %d, want 1", clk.Timers())
 	}
@@ -961,7 +961,7 @@ func TestStallCheckLifecycle(t *testing.T) {
 	// Every module admitted already: nothing to watch.
 	tr = newTier(time.Second)
 	tr.admit(3)
-	tr.watchStall(0)
+	tr.watchStall(clk.Now(), 0)
 	if clk.Timers() != 0 {
 		t.Fatalf("armed timers for an admitted tier = %d, want 0", clk.Timers())
 	}
@@ -970,7 +970,7 @@ func TestStallCheckLifecycle(t *testing.T) {
 	// deadline less the margin is within one check (sweepers for a tier that makes no
 	// progress: TestFastModuleThatBlocksDoesNotHoldOthers).
 	tr = newTier(3*stallCheck + stallCheck/2)
-	tr.watchStall(stallCheck)
+	tr.watchStall(clk.Now(), stallCheck)
 	for i, want := range []int{1, 0} {
 		tr.progress.Add(1)
 		clk.Advance(stallCheck)

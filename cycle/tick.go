@@ -417,10 +417,11 @@ func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 	if precise {
 		margin = st.cfg.PreciseMargin
 	}
-	tr.watchStall(margin)
+	now := e.clock.Now()
+	tr.watchStall(now, margin)
 	defer tr.stopStall()
 	for {
-		d := deadline.Sub(e.clock.Now()) - margin
+		d := deadline.Sub(now) - margin
 		if d <= 0 {
 			break
 		}
@@ -440,6 +441,7 @@ func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 			return true
 		case <-e.timer.C():
 		}
+		now = e.clock.Now()
 	}
 	if precise {
 		for e.clock.Now().Before(deadline) {

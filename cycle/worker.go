@@ -25,10 +25,11 @@ import (
 // chunks. For each module a runner decides admission (emergency-only, not due, busy,
 // breaker), and then either runs it inline, when the module is fast (new modules are
 // presumed fast; two slow runs in a row, or one that blocks, make it slow, and fastStreak
-// consecutive runs under fastLatency make it fast again; see nextFast), or hands it to the module's dedicated goroutine (slow or blocking
-// modules), so that blocking modules still run fully concurrently. The goroutine that ran a module commits a success itself (breaker,
-// last-known-good, blackboard, summary line); everything else is left to the engine as an
-// exception, handled serially once the tier is over. Should a fast module block
+// consecutive runs under fastLatency make it fast again; see nextFast), or hands it to the
+// module's dedicated goroutine (slow or blocking modules), so that blocking modules still
+// run fully concurrently. The goroutine that ran a module commits a success itself
+// (breaker, last-known-good, blackboard, summary line); everything else is left to the
+// engine as an exception, handled serially once the tier is over. Should a fast module block
 // unexpectedly, the tier's stall check (watchStall) sees it make no progress for
 // stallCheck and wakes more runners for the modules not yet claimed.
 //
@@ -171,12 +172,12 @@ func worthHelp(left int64, perModule time.Duration) bool {
 // own wait is then a single timer to the deadline. A check that woke the process 1 ms
 // into every tier moved the phase of that final timer sleep on the netpoller's
 // millisecond grid, and made coarse deadlines about 0.3 ms later than a plain timer's.
-func (tr *tierRun) watchStall(margin time.Duration) {
-	if tr.admitted.Load() >= int64(len(tr.mods)) || tr.deadline.Sub(tr.e.clock.Now())-margin <= stallCheck {
+func (tr *tierRun) watchStall(now time.Time, margin time.Duration) {
+	if tr.admitted.Load() >= int64(len(tr.mods)) || tr.deadline.Sub(now)-margin <= stallCheck {
 		return
 	}
 	tr.lastProgress.Store(tr.progress.Load())
-	tr.e.stall.arm(tr.e.clock, tr, margin)
+	tr.e.stall.arm(tr, now.Add(stallCheck), margin)
 }
 
 // stopStall stops the stall check of tr, if it is the tier watched.
@@ -186,20 +187,19 @@ func (tr *tierRun) stopStall() { tr.e.stall.stop(tr) }
 // run one after another), so that watching a tier allocates nothing.
 type stallWatch struct {
 	mu     sync.Mutex
-	clock  clock.Clock   // guarded by mu
 	t      clock.Timer   // guarded by mu; made on first use
 	tr     *tierRun      // guarded by mu; the tier watched, nil when none
 	due    time.Time     // guarded by mu; when the check of tr falls due
 	margin time.Duration // guarded by mu
 }
 
-// arm watches tr: its check falls due stallCheck from now.
-func (w *stallWatch) arm(c clock.Clock, tr *tierRun, margin time.Duration) {
+// arm watches tr: its check falls due at due, stallCheck from now on tr's engine clock.
+func (w *stallWatch) arm(tr *tierRun, due time.Time, margin time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.clock, w.tr, w.margin, w.due = c, tr, margin, c.Now().Add(stallCheck)
+	w.tr, w.margin, w.due = tr, margin, due
 	if w.t == nil {
-		w.t = c.AfterFunc(stallCheck, w.fire)
+		w.t = tr.e.clock.AfterFunc(stallCheck, w.fire)
 	} else {
 		w.t.Reset(stallCheck)
 	}
@@ -209,7 +209,7 @@ func (w *stallWatch) arm(c clock.Clock, tr *tierRun, margin time.Duration) {
 func (w *stallWatch) stop(tr *tierRun) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.tr == tr && tr != nil {
+	if w.tr == tr {
 		w.tr = nil
 		w.t.Stop()
 	}
@@ -218,12 +218,12 @@ func (w *stallWatch) stop(tr *tierRun) {
 // fire is the timer's function: the check of the tier watched.
 func (w *stallWatch) fire() {
 	w.mu.Lock()
-	c, tr, margin, due := w.clock, w.tr, w.margin, w.due
+	tr, margin, due := w.tr, w.margin, w.due
 	w.mu.Unlock()
 	if tr == nil {
 		return
 	}
-	now := c.Now()
+	now := tr.e.clock.Now()
 	if now.Before(due) {
 		return // fired for a watch that has been replaced; the timer is re-armed for this one
 	}

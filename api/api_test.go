@@ -262,7 +262,7 @@ func TestLatestETagAndList(t *testing.T) {
 	r.expectError(http.StatusServiceUnavailable, "no_tick_yet", http.MethodGet, "/ticks/latest", nil)
 
 	s1 := r.tick()
-	if s1.TickID != 1 || s1.Schema != faultsummary.Schema || len(s1.Modules) != 4 {
+	if s1.TickID != 1 || s1.Schema != faultsummary.Schema || len(s1.Modules()) != 4 {
 		t.Fatalf("POST /ticks: %+v", s1)
 	}
 	r.tick()

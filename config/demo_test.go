@@ -90,7 +90,7 @@ func TestDemoShowsEveryLayer(t *testing.T) {
 					t.Errorf("tick %d: safety tier %s", s.TickID, tr.Status)
 				}
 			}
-			for _, m := range s.Modules {
+			for _, m := range s.Modules() {
 				if m.Name != "memory_recall" {
 					continue
 				}

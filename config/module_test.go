@@ -134,11 +134,11 @@ func TestDecodeModuleThenRegister(t *testing.T) {
 		t.Fatal(err)
 	}
 	var found bool
-	for _, m := range s.Modules {
+	for _, m := range s.Modules() {
 		found = found || (m.Name == "late" && m.Status == "ok")
 	}
 	if !found {
-		t.Fatalf("registered module did not run: %+v", s.Modules)
+		t.Fatalf("registered module did not run: %+v", s.Modules())
 	}
 	// A module naming an unknown tier passes decoding but not registration.
 	reg, err = config.DecodeModule([]byte(`{"name": "lost", "tier": "nowhere"}`))

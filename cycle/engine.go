@@ -531,8 +531,8 @@ func (e *Engine) Blackboard() []blackboard.Entry {
 	if s == nil {
 		return nil
 	}
-	out := make([]blackboard.Entry, 0, len(s.Modules))
-	for _, m := range s.Modules {
+	out := make([]blackboard.Entry, 0, len(s.Modules()))
+	for _, m := range s.Modules() {
 		sv := m.Served
 		out = append(out, blackboard.Entry{Key: sv.Key, Value: sv.Value, Module: m.Name, TickID: sv.WrittenTick,
 			Seq: sv.Seq, Written: sv.Written, Source: sv.Source, Stale: sv.Stale, Expired: sv.Expired,
@@ -571,8 +571,8 @@ func (e *Engine) Modules() []ModuleInfo {
 				Policy: rt.planned.Policy, Origin: st.regs[rt.name].origin, Module: rt.mod, Busy: rt.w.running.Load(),
 				LastGood: e.lg.Get(rt.key, now)}
 			if s := latest; s != nil {
-				if rt.idx < len(s.Modules) && s.Modules[rt.idx].Name == rt.name {
-					m := s.Modules[rt.idx]
+				if rt.idx < len(s.Modules()) && s.Modules()[rt.idx].Name == rt.name {
+					m := s.Modules()[rt.idx]
 					mi.Last = &m
 				} else if m, ok := s.Module(rt.name); ok {
 					mi.Last = &m

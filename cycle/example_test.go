@@ -41,7 +41,7 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("tick", s.TickID, s.Finish, s.OverallSeverity)
-	for _, m := range s.Modules {
+	for _, m := range s.Modules() {
 		fmt.Printf("%s/%s: %s after %d attempt(s), serves %s\n", m.Tier, m.Name, m.Status, m.Attempts, m.Served.Source)
 	}
 	fmt.Println("retries:", s.RetryCounts)

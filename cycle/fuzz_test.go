@@ -361,7 +361,7 @@ func brief(s *faultsummary.Summary) string {
 	for _, t := range s.Tiers {
 		fmt.Fprintf(&b, "  tier %s %s %vms exhausted %v\n", t.Name, t.Status, t.ElapsedMs, t.BudgetExhausted)
 	}
-	for _, m := range s.Modules {
+	for _, m := range s.Modules() {
 		fmt.Fprintf(&b, "    %s %s att %d lat %vms kind %q br %s=%s served %s stale %v exp %v age %vms\n",
 			m.Name, m.Status, m.Attempts, m.LatencyMs, m.FaultKind, m.Breaker, m.CircuitState,
 			m.Served.Source, m.Served.Stale, m.Served.Expired, m.Served.AgeMs)

@@ -112,11 +112,11 @@ func TestEnginePreparesNextLines(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // the second tick, at 10ms
 		s := e.Latest()
-		if s.TickID != 2 || &s.Modules[0] != &ready[0][0] {
+		if s.TickID != 2 || &s.Modules()[0] != &ready[0][0] {
 			t.Fatalf("tick %d did not use the prepared lines", s.TickID)
 		}
-		if s.Modules[0].Name != "a" || s.Modules[1].Name != "b" {
-			t.Fatalf("lines %q %q", s.Modules[0].Name, s.Modules[1].Name)
+		if s.Modules()[0].Name != "a" || s.Modules()[1].Name != "b" {
+			t.Fatalf("lines %q %q", s.Modules()[0].Name, s.Modules()[1].Name)
 		}
 		cancel()
 		<-done

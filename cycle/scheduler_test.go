@@ -179,7 +179,7 @@ func TestStopWaitsForRunningTick(t *testing.T) {
 		cancel()
 		<-done
 		ss := rec.get()
-		if len(ss) != 1 || ss[0].Modules[0].Status != faultsummary.StatusOK {
+		if len(ss) != 1 || ss[0].Modules()[0].Status != faultsummary.StatusOK {
 			t.Fatalf("the running tick must finish normally on stop: %+v", ss)
 		}
 		if got := time.Since(ss[0].StartedAt); got != 300*time.Millisecond {

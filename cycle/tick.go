@@ -90,8 +90,8 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		SkippedGridPoints: e.pendingGap,
 		Finish:            faultsummary.Completed,
 		Tiers:             make([]faultsummary.Tier, len(st.cfg.Tiers)),
-		Modules:           e.lines.take(len(st.lines)),
 	}
+	s.SetModules(e.lines.take(len(st.lines)))
 	e.pendingGap = 0
 	clear(e.kinds)
 	clear(e.errs)
@@ -142,8 +142,8 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	// breaker half-opened meanwhile by a reader (GET /breakers) cannot make them disagree.
 	snap := e.circuitSnapshot()
 	if e.brTransitions.Load() != transitionsBefore || len(snap) > 0 {
-		for i := range s.Modules {
-			m := &s.Modules[i]
+		for i := range s.Modules() {
+			m := &s.Modules()[i]
 			if stt, ok := snap[st.lines[i].brName]; ok {
 				m.CircuitState = stt.String()
 			} else if m.CircuitState != "closed" {
@@ -167,8 +167,8 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventTick, Summary: s})
 	for _, h := range e.hooks {
 		if h.OnModule != nil {
-			for i := range s.Modules {
-				m := &s.Modules[i]
+			for i := range s.Modules() {
+				m := &s.Modules()[i]
 				h.OnModule(ModuleEvent{TickID: id, Module: m.Name, Tier: m.Tier, Status: m.Status, Attempts: m.Attempts,
 					Latency: time.Duration(m.LatencyMs * float64(time.Millisecond)), Kind: e.kinds[i], Err: e.errs[i]})
 			}
@@ -189,7 +189,7 @@ func (e *Engine) initLine(s *faultsummary.Summary, rt *modRT, tierName string) *
 	// The line is fresh (zeroed by make) and written once per tick: set only what is not
 	// zero, field by field, rather than copying a whole Module over it. kinds and errs were
 	// cleared at the tick's start.
-	ln := &s.Modules[rt.idx]
+	ln := &s.Modules()[rt.idx]
 	ln.Name, ln.Tier, ln.TierIndex = rt.name, tierName, rt.planned.TierIndex
 	ln.Breaker, ln.CircuitState = rt.brName, rt.br.Peek().String()
 	ln.Served.Key = rt.key
@@ -295,7 +295,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	for _, j := range exc {
 		rt := mods[j]
 		i := rt.idx
-		ln := &s.Modules[i]
+		ln := &s.Modules()[i]
 		if ln.Attempts > 1 {
 			if s.RetryCounts == nil {
 				s.RetryCounts = make(map[string]int)
@@ -388,7 +388,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 		ts.Status = faultsummary.TierFailed
 	} else {
 		for _, j := range exc {
-			switch s.Modules[mods[j].idx].Status {
+			switch s.Modules()[mods[j].idx].Status {
 			case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK, faultsummary.StatusNotDue, faultsummary.StatusSkipped:
 			default:
 				ts.Status = faultsummary.TierDegraded
@@ -465,7 +465,7 @@ func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 // that count towards leaving emergency mode.
 func safetyHealthy(s *faultsummary.Summary, mods []*modRT) bool {
 	for _, rt := range mods {
-		switch s.Modules[rt.idx].Status {
+		switch s.Modules()[rt.idx].Status {
 		case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK,
 			faultsummary.StatusNotDue, faultsummary.StatusSkipped:
 		default:

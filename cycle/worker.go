@@ -306,7 +306,7 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 				if !w.phase.CompareAndSwap(v, phase(tr.tick, phAbandoned)) {
 					continue
 				}
-				ln := &tr.s.Modules[rt.idx]
+				ln := &tr.s.Modules()[rt.idx]
 				ln.Status = faultsummary.StatusTimedOut
 				ln.Attempts = int(w.attempts.Load())
 				ln.FaultKind = fault.KindTransient.String()
@@ -546,7 +546,7 @@ func (w *worker) report(tr *tierRun, rt *modRT, start, end time.Time) {
 	r := &w.res
 	e := w.e
 	i := rt.idx
-	ln := &tr.s.Modules[i]
+	ln := &tr.s.Modules()[i]
 	ln.Attempts = r.res.Attempts
 	ln.LatencyMs = blackboard.Millis(end.Sub(start))
 	if r.res.BudgetExhausted {

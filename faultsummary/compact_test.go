@@ -1,8 +1,10 @@
 package faultsummary
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 
 	"github.com/cycled/cycled/blackboard"
@@ -10,6 +12,7 @@ import (
 
 func compactFixture(id uint64, n int) *Summary {
 	s := &Summary{TickID: id, Tiers: []Tier{{Name: "t"}}}
+	var ms []Module
 	for i := 0; i < n; i++ {
 		m := Module{Name: fmt.Sprintf("m%d", i), Tier: "t", Breaker: fmt.Sprintf("m%d", i), Status: StatusOK, Attempts: 1,
 			LatencyMs: 0.25, CircuitState: "closed", Served: Served{Key: fmt.Sprintf("m%d.result", i), Source: blackboard.Live, Value: i}}
@@ -17,17 +20,86 @@ func compactFixture(id uint64, n int) *Summary {
 			m.Status, m.FaultKind, m.Error = StatusFailed, "transient", "boom"
 			m.Served = Served{Key: m.Served.Key, Source: blackboard.LastGood, Stale: true, AgeMs: 100}
 		}
-		s.Modules = append(s.Modules, m)
+		ms = append(ms, m)
 	}
+	s.SetModules(ms)
 	s.Normalize()
 	return s
 }
 
+// sliceLines is a Lines over whole lines, as a producer's compact form would answer.
+type sliceLines struct {
+	ms []Module
+	id *int
+}
+
+func (l sliceLines) Len() int              { return len(l.ms) }
+func (l sliceLines) Line(i int, m *Module) { *m = l.ms[i] }
+func (l sliceLines) Status(i int) Status   { return l.ms[i].Status }
+func (l sliceLines) Plain(i int) bool      { return plain(&l.ms[i]) }
+func (l sliceLines) Identity() any         { return l.id }
+func asLines(s *Summary, id *int) *Summary { s.SetLines(sliceLines{ms: s.Modules(), id: id}); return s }
 func TestHistoryCompactsOldSummaries(t *testing.T) {
+	t.Run("whole lines", func(t *testing.T) { testHistoryCompacts(t, compactFixture) })
+	id := new(int) // one identity: the same modules in every summary
+	t.Run("lines", func(t *testing.T) {
+		testHistoryCompacts(t, func(tick uint64, n int) *Summary { return asLines(compactFixture(tick, n), id) })
+	})
+	t.Run("lines without identity", func(t *testing.T) {
+		testHistoryCompacts(t, func(tick uint64, n int) *Summary { return asLines(compactFixture(tick, n), nil) })
+	})
+}
+
+// TestLinesReadOnDemand checks that a summary whose lines are kept by a Lines reads, counts,
+// encodes and grades them as the same summary with whole lines does, building them once.
+func TestLinesReadOnDemand(t *testing.T) {
+	whole := compactFixture(3, 20)
+	lined := asLines(compactFixture(3, 20), nil)
+	if lined.NumModules() != 20 || lined.ModuleAt(3).Status != StatusFailed || lined.ModuleAt(4) != whole.ModuleAt(4) {
+		t.Fatalf("NumModules %d, ModuleAt(3) %+v", lined.NumModules(), lined.ModuleAt(3))
+	}
+	if m, ok := lined.Module("m13"); !ok || m.Status != StatusFailed {
+		t.Fatalf("Module(m13) = %+v, %v", m, ok)
+	}
+	var wg sync.WaitGroup
+	got := make([][]Module, 4)
+	for k := range got {
+		wg.Go(func() { got[k] = lined.Modules() })
+	}
+	wg.Wait()
+	for k := range got {
+		if &got[k][0] != &got[0][0] {
+			t.Fatal("the lines were built more than once")
+		}
+	}
+	if !reflect.DeepEqual(got[0], whole.Modules()) {
+		t.Fatalf("lines differ:\n%+v\n%+v", got[0], whole.Modules())
+	}
+	if a, b := lined.ComputeSeverity(), whole.ComputeSeverity(); a != b || a != Degraded {
+		t.Fatalf("severity %s, whole %s", a, b)
+	}
+	jw, err := json.Marshal(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jl, err := json.Marshal(lined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(jw) != string(jl) {
+		t.Fatalf("JSON differs:\n%s\n%s", jw, jl)
+	}
+	var back Summary
+	if err := json.Unmarshal(jl, &back); err != nil || back.NumModules() != 20 || back.ModuleAt(13).Error != "boom" {
+		t.Fatalf("decode: %v, %d lines", err, back.NumModules())
+	}
+}
+
+func testHistoryCompacts(t *testing.T, fixture func(uint64, int) *Summary) {
 	h := NewHistory(KeepWhole + 20)
 	var orig []*Summary
 	for id := uint64(1); id <= KeepWhole+20; id++ {
-		s := compactFixture(id, 50)
+		s := fixture(id, 50)
 		orig = append(orig, s)
 		h.Append(s)
 	}
@@ -47,11 +119,11 @@ func TestHistoryCompactsOldSummaries(t *testing.T) {
 			}
 			continue
 		}
-		if len(got.Modules) != len(want.Modules) {
-			t.Fatalf("tick %d: %d lines, want %d", id, len(got.Modules), len(want.Modules))
+		if len(got.Modules()) != len(want.Modules()) {
+			t.Fatalf("tick %d: %d lines, want %d", id, len(got.Modules()), len(want.Modules()))
 		}
-		for i := range want.Modules {
-			w, g := want.Modules[i], got.Modules[i]
+		for i := range want.Modules() {
+			w, g := want.Modules()[i], got.Modules()[i]
 			if plain(&w) {
 				// Everything but the latency, the value and the write time survives.
 				w.LatencyMs, w.Served.Value = 0, nil
@@ -68,8 +140,8 @@ func TestHistoryCompactsOldSummaries(t *testing.T) {
 	for _, s := range h.ring {
 		if s.packed != nil {
 			rosters[s.packed.roster] = true
-			if len(s.Modules) != 5 {
-				t.Fatalf("tick %d keeps %d lines, want the 5 failed ones", s.TickID, len(s.Modules))
+			if len(s.Modules()) != 5 {
+				t.Fatalf("tick %d keeps %d lines, want the 5 failed ones", s.TickID, len(s.Modules()))
 			}
 		}
 	}

@@ -71,7 +71,7 @@ func (h *History) Append(s *Summary) {
 	h.changed = make(chan struct{})
 	var victim *Summary
 	slot := -1
-	if n, k := len(h.ring), keepWhole(len(s.Modules)); h.count > k {
+	if n, k := len(h.ring), keepWhole(s.NumModules()); h.count > k {
 		slot = (h.next - 1 - k + 2*n) % n
 		victim = h.ring[slot]
 	}
@@ -93,11 +93,12 @@ func (h *History) Append(s *Summary) {
 // packing is how a compacted summary's module lines are rebuilt.
 type packing struct {
 	roster *roster
-	idx    []int32 // positions of the lines kept in Modules
+	idx    []int32 // positions of the lines kept in lines
 }
 
 type roster struct {
 	lines []rosterLine
+	id    any // the Identity of the Lines it was made from (nil: made from whole lines)
 }
 
 type rosterLine struct {
@@ -113,22 +114,33 @@ func plain(m *Module) bool {
 }
 
 func (h *History) compact(s *Summary) *Summary {
+	n := s.NumModules()
 	r := h.roster
-	if r == nil || len(r.lines) != len(s.Modules) || !r.matches(s.Modules) {
-		r = &roster{lines: make([]rosterLine, len(s.Modules))}
-		for i := range s.Modules {
-			m := &s.Modules[i]
-			r.lines[i] = rosterLine{name: m.Name, tier: m.Tier, breaker: m.Breaker, key: m.Served.Key, tierIndex: m.TierIndex}
+	id := any(nil)
+	if s.src != nil {
+		id = s.src.Identity()
+	}
+	if r == nil || len(r.lines) != n || id == nil || id != r.id {
+		if r == nil || len(r.lines) != n || !r.matches(s) {
+			r = &roster{lines: make([]rosterLine, n)}
+			for i := range n {
+				m := s.ModuleAt(i)
+				r.lines[i] = rosterLine{name: m.Name, tier: m.Tier, breaker: m.Breaker, key: m.Served.Key, tierIndex: m.TierIndex}
+			}
 		}
+		r.id = id
 		h.roster = r
 	}
 	c := *s
 	c.Compacted = true
-	c.Modules = nil
+	c.lines, c.src, c.mat = nil, nil, nil
 	p := &packing{roster: r}
-	for i := range s.Modules {
-		if !plain(&s.Modules[i]) {
-			c.Modules = append(c.Modules, s.Modules[i])
+	for i := range n {
+		if s.src != nil && s.src.Plain(i) {
+			continue
+		}
+		if m := s.ModuleAt(i); s.src != nil || !plain(&m) {
+			c.lines = append(c.lines, m)
 			p.idx = append(p.idx, int32(i))
 		}
 	}
@@ -136,9 +148,9 @@ func (h *History) compact(s *Summary) *Summary {
 	return &c
 }
 
-func (r *roster) matches(ms []Module) bool {
-	for i := range ms {
-		l, m := &r.lines[i], &ms[i]
+func (r *roster) matches(s *Summary) bool {
+	for i := range r.lines {
+		l, m := &r.lines[i], s.ModuleAt(i)
 		if l.name != m.Name || l.tier != m.Tier || l.breaker != m.Breaker || l.key != m.Served.Key || l.tierIndex != m.TierIndex {
 			return false
 		}
@@ -154,14 +166,15 @@ func expand(c *Summary) *Summary {
 	p := c.packed
 	s := *c
 	s.packed = nil
-	s.Modules = make([]Module, len(p.roster.lines))
+	ms := make([]Module, len(p.roster.lines))
 	for i, l := range p.roster.lines {
-		s.Modules[i] = Module{Name: l.name, Tier: l.tier, TierIndex: l.tierIndex, Status: StatusOK, Attempts: 1,
+		ms[i] = Module{Name: l.name, Tier: l.tier, TierIndex: l.tierIndex, Status: StatusOK, Attempts: 1,
 			Breaker: l.breaker, CircuitState: "closed", Served: Served{Key: l.key, Source: blackboard.Live}}
 	}
 	for k, i := range p.idx {
-		s.Modules[i] = c.Modules[k]
+		ms[i] = c.lines[k]
 	}
+	s.SetModules(ms)
 	return &s
 }
 

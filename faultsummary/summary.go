@@ -8,6 +8,8 @@
 package faultsummary
 
 import (
+	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/cycled/cycled/blackboard"
@@ -161,7 +163,6 @@ type Summary struct {
 	Emergency         Emergency      `json:"emergency"`
 	OverallSeverity   Severity       `json:"overall_severity"`
 	Tiers             []Tier         `json:"tiers"`
-	Modules           []Module       `json:"modules"`
 	RetryCounts       map[string]int `json:"retry_counts"`
 	OpenCircuits      []string       `json:"open_circuits"`
 	HalfOpenCircuits  []string       `json:"half_open_circuits"`
@@ -171,12 +172,120 @@ type Summary struct {
 	// successful module lines were rebuilt without their latency (see KeepWhole).
 	Compacted bool `json:"compacted,omitempty"`
 
+	lines  []Module // the whole module lines (SetModules, decoding, or materialised from src)
+	src    Lines    // the lines in a producer's compact form (SetLines); nil: lines holds them
+	mat    *lazy    // the materialisation of src, shared by copies of the summary
 	packed *packing // set on the compact copy kept in a History
+}
+
+// Lines is a summary's module lines kept by their producer in a compact form, turned into
+// Module values only when they are read. The engine publishes its summaries this way: a
+// tick of 5000 modules then allocates a few bytes per module instead of a 240-byte line
+// with a dozen pointers, most of which repeat the module's identity tick after tick (the
+// lines of a summary nobody reads are never built). A Lines must not change once the
+// summary holding it is published; its methods may be called concurrently.
+type Lines interface {
+	// Len returns the number of module lines.
+	Len() int
+	// Line sets *m to line i.
+	Line(i int, m *Module)
+	// Status returns the status of line i.
+	Status(i int) Status
+	// Plain reports whether line i is a plain success, as History's compaction defines it
+	// (see KeepWhole).
+	Plain(i int) bool
+	// Identity returns a comparable value that two Lines share only if their lines name the
+	// same modules, tiers, breakers and keys in the same order (nil: unknown).
+	Identity() any
+}
+
+// lazy is the materialisation of a summary's Lines, made once on first read.
+type lazy struct {
+	once  sync.Once
+	lines []Module
+}
+
+// SetModules sets the summary's module lines to ms, which the summary keeps (it does not
+// copy them).
+func (s *Summary) SetModules(ms []Module) {
+	s.lines, s.src, s.mat = ms, nil, nil
+}
+
+// SetLines sets the summary's module lines to src, read on demand.
+func (s *Summary) SetLines(src Lines) {
+	s.lines, s.src, s.mat = nil, src, &lazy{}
+}
+
+// Modules returns the summary's module lines, in plan order (tier by tier, in registration
+// order within a tier). The slice is the summary's own, shared by every caller: read it,
+// do not modify it. For a summary published by the engine the lines are built on the first
+// call; NumModules and ModuleAt read one line without building them all.
+func (s *Summary) Modules() []Module {
+	if s.src == nil {
+		return s.lines
+	}
+	s.mat.once.Do(func() {
+		ms := make([]Module, s.src.Len())
+		for i := range ms {
+			s.src.Line(i, &ms[i])
+		}
+		s.mat.lines = ms
+	})
+	return s.mat.lines
+}
+
+// NumModules returns the number of module lines.
+func (s *Summary) NumModules() int {
+	if s.src == nil {
+		return len(s.lines)
+	}
+	return s.src.Len()
+}
+
+// ModuleAt returns module line i (0 ≤ i < NumModules).
+func (s *Summary) ModuleAt(i int) Module {
+	if s.src == nil {
+		return s.lines[i]
+	}
+	var m Module
+	s.src.Line(i, &m)
+	return m
+}
+
+// moduleStatus returns the status of line i without building the line.
+func (s *Summary) moduleStatus(i int) Status {
+	if s.src == nil {
+		return s.lines[i].Status
+	}
+	return s.src.Status(i)
+}
+
+// wireSummary is the summary as encoded: its fields and its module lines.
+type wireSummary struct {
+	*summaryFields
+	Modules []Module `json:"modules"`
+}
+
+type summaryFields Summary // the summary without its methods (no recursion into MarshalJSON)
+
+// MarshalJSON encodes the summary with its module lines (schema cycled.fault_summary/v1).
+func (s Summary) MarshalJSON() ([]byte, error) {
+	return json.Marshal(wireSummary{summaryFields: (*summaryFields)(&s), Modules: s.Modules()})
+}
+
+// UnmarshalJSON decodes a summary encoded by MarshalJSON.
+func (s *Summary) UnmarshalJSON(b []byte) error {
+	w := wireSummary{summaryFields: (*summaryFields)(s)}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	s.SetModules(w.Modules)
+	return nil
 }
 
 // Module returns the line of the named module.
 func (s *Summary) Module(name string) (Module, bool) {
-	for _, m := range s.Modules {
+	for _, m := range s.Modules() {
 		if m.Name == name {
 			return m, true
 		}
@@ -208,8 +317,8 @@ func (s *Summary) ComputeSeverity() Severity {
 	if len(s.DegradedKeys) > 0 || len(s.OpenCircuits) > 0 || len(s.BudgetViolations) > 0 || s.Finish == ShortCircuited {
 		return Degraded
 	}
-	for _, m := range s.Modules {
-		switch m.Status {
+	for i, n := 0, s.NumModules(); i < n; i++ {
+		switch s.moduleStatus(i) {
 		case StatusOK, StatusRetried, StatusProbeOK, StatusNotDue:
 		case StatusSkipped:
 			// an emergency-only module outside emergency is normal
@@ -232,8 +341,8 @@ func (s *Summary) Normalize() {
 	if s.Tiers == nil {
 		s.Tiers = []Tier{}
 	}
-	if s.Modules == nil {
-		s.Modules = []Module{}
+	if s.src == nil && s.lines == nil {
+		s.lines = []Module{}
 	}
 	if s.RetryCounts == nil {
 		s.RetryCounts = map[string]int{}

@@ -22,7 +22,7 @@ var t0 = time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC)
 
 // fullSummary is a summary with every field set, as the engine would build it.
 func fullSummary() *Summary {
-	return &Summary{
+	s := &Summary{
 		TickID:      42,
 		ScheduledAt: t0,
 		StartedAt:   t0.Add(1500 * time.Microsecond),
@@ -34,18 +34,25 @@ func fullSummary() *Summary {
 		Tiers: []Tier{
 			{Index: 0, Name: "safety", BudgetMs: 50, ElapsedMs: 12.25, Status: TierFailed, BudgetExhausted: true, Reason: "guard"},
 		},
-		Modules: []Module{{
-			Name: "lidar", Tier: "knowledge", TierIndex: 1, Status: StatusRetried, Attempts: 3, LatencyMs: 4.5,
-			FaultKind: "transient", Error: "timeout", Breaker: "lidar", CircuitState: "closed", UsingFallback: true,
-			Served: Served{Key: "lidar.result", Source: blackboard.LastGood, Stale: true, AgeMs: 250, DerivedFromStale: true,
-				Value: map[string]int{"obstacles": 1}, Written: t0, WrittenTick: 41, Seq: 9},
-		}},
 		RetryCounts:      map[string]int{"lidar": 2},
 		OpenCircuits:     []string{"camera"},
 		HalfOpenCircuits: []string{"llm"},
 		DegradedKeys:     []string{"lidar.result", "camera.result (expired)"},
 		BudgetViolations: []string{"safety"},
 	}
+	s.SetModules([]Module{{
+		Name: "lidar", Tier: "knowledge", TierIndex: 1, Status: StatusRetried, Attempts: 3, LatencyMs: 4.5,
+		FaultKind: "transient", Error: "timeout", Breaker: "lidar", CircuitState: "closed", UsingFallback: true,
+		Served: Served{Key: "lidar.result", Source: blackboard.LastGood, Stale: true, AgeMs: 250, DerivedFromStale: true,
+			Value: map[string]int{"obstacles": 1}, Written: t0, WrittenTick: 41, Seq: 9},
+	}})
+	return s
+}
+
+// withModules returns s with the module lines ms.
+func withModules(s Summary, ms []Module) Summary {
+	s.SetModules(ms)
+	return s
 }
 
 func decode(t *testing.T, b []byte) map[string]any {
@@ -161,9 +168,10 @@ func TestSummaryJSONValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := *s
-	want.Modules = slices.Clone(s.Modules)
-	want.Modules[0].Served.Value, want.Modules[0].Served.Written = nil, time.Time{}
-	want.Modules[0].Served.WrittenTick, want.Modules[0].Served.Seq = 0, 0
+	ms := slices.Clone(s.Modules())
+	ms[0].Served.Value, ms[0].Served.Written = nil, time.Time{}
+	ms[0].Served.WrittenTick, ms[0].Served.Seq = 0, 0
+	want.SetModules(ms)
 	if !reflect.DeepEqual(back, want) {
 		t.Errorf("round trip =\n%+v\nwant\n%+v", back, want)
 	}
@@ -226,7 +234,7 @@ func TestNormalizeEmptyCollections(t *testing.T) {
 	full.Normalize()
 	full.Normalize()
 	if !slices.Equal(full.OpenCircuits, before.OpenCircuits) || !slices.Equal(full.DegradedKeys, before.DegradedKeys) ||
-		len(full.Tiers) != 1 || len(full.Modules) != 1 || full.RetryCounts["lidar"] != 2 || full.Schema != Schema {
+		len(full.Tiers) != 1 || len(full.Modules()) != 1 || full.RetryCounts["lidar"] != 2 || full.Schema != Schema {
 		t.Errorf("Normalize changed a full summary: %+v", full)
 	}
 }
@@ -239,8 +247,8 @@ func TestComputeSeverity(t *testing.T) {
 		want Severity
 	}{
 		{"nothing ran", Summary{Finish: Completed}, OK},
-		{"all ok", Summary{Finish: Completed, Tiers: okTier, Modules: []Module{{Status: StatusOK}, {Status: StatusRetried}, {Status: StatusProbeOK}, {Status: StatusNotDue}}}, OK},
-		{"emergency-only module skipped outside emergency", Summary{Finish: Completed, Tiers: okTier, Modules: []Module{{Status: StatusSkipped}}}, OK},
+		{"all ok", withModules(Summary{Finish: Completed, Tiers: okTier}, []Module{{Status: StatusOK}, {Status: StatusRetried}, {Status: StatusProbeOK}, {Status: StatusNotDue}}), OK},
+		{"emergency-only module skipped outside emergency", withModules(Summary{Finish: Completed, Tiers: okTier}, []Module{{Status: StatusSkipped}}), OK},
 		{"emergency mode", Summary{Finish: Completed, EmergencyMode: true, Tiers: okTier}, Critical},
 		{"tick failed", Summary{Finish: Failed, Tiers: okTier}, Critical},
 		{"a tier failed", Summary{Finish: Completed, Tiers: []Tier{{Status: TierOK}, {Status: TierFailed}}}, Critical},
@@ -258,7 +266,7 @@ func TestComputeSeverity(t *testing.T) {
 			name string
 			s    Summary
 			want Severity
-		}{"module " + string(st), Summary{Finish: Completed, Tiers: okTier, Modules: []Module{{Status: StatusOK}, {Status: st}}}, Degraded})
+		}{"module " + string(st), withModules(Summary{Finish: Completed, Tiers: okTier}, []Module{{Status: StatusOK}, {Status: st}}), Degraded})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

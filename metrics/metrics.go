@@ -193,8 +193,8 @@ func (c *Collectors) observeTick(s *faultsummary.Summary) {
 			c.tierExhausted.WithLabelValues(t.Name).Inc()
 		}
 	}
-	for i := range s.Modules {
-		m := &s.Modules[i]
+	for i := range s.Modules() {
+		m := &s.Modules()[i]
 		c.moduleRuns.WithLabelValues(m.Name, m.Tier, string(m.Status)).Inc()
 		if m.Attempts > 0 {
 			c.moduleAttempts.WithLabelValues(m.Name).Add(float64(m.Attempts))

@@ -59,12 +59,12 @@ func (e *Engine) Last() View {
 	if s == nil {
 		return View{}
 	}
-	v := View{TickID: s.TickID, Tiers: make([]TierLine, len(s.Tiers)), Lines: make([]Line, len(s.Modules))}
+	v := View{TickID: s.TickID, Tiers: make([]TierLine, len(s.Tiers)), Lines: make([]Line, len(s.Modules()))}
 	for i, t := range s.Tiers {
 		v.Tiers[i] = TierLine{Name: t.Name, Status: string(t.Status), BudgetExhausted: t.BudgetExhausted,
 			Elapsed: time.Duration(t.ElapsedMs * float64(time.Millisecond))}
 	}
-	for i, m := range s.Modules {
+	for i, m := range s.Modules() {
 		v.Lines[i] = Line{Name: m.Name, Tier: m.TierIndex, Status: string(m.Status), Attempts: m.Attempts,
 			Latency: time.Duration(m.LatencyMs * float64(time.Millisecond)), Kind: m.FaultKind, Err: m.Error,
 			Circuit: m.CircuitState, Source: m.Served.Source.String(), Stale: m.Served.Stale,

@@ -108,6 +108,7 @@ func (q *seq) tick(outs map[string]out, edit func(*faultsummary.Summary)) *fault
 	start := q.at
 	s := &faultsummary.Summary{Schema: faultsummary.Schema, TickID: q.id, ScheduledAt: start, StartedAt: start,
 		Finish: faultsummary.Completed, RetryCounts: map[string]int{}}
+	var lines []faultsummary.Module
 	prevEm := q.em.Active
 	skip := map[int]bool{}
 	for _, n := range q.cfg.Emergency.SkipTiers {
@@ -185,7 +186,7 @@ func (q *seq) tick(outs map[string]out, edit func(*faultsummary.Summary)) *fault
 					tl.Reason = "safety failure"
 				}
 			}
-			s.Modules = append(s.Modules, ln)
+			lines = append(lines, ln)
 		}
 		switch {
 		case !runs:
@@ -220,13 +221,14 @@ func (q *seq) tick(outs map[string]out, edit func(*faultsummary.Summary)) *fault
 		}
 		s.Tiers = append(s.Tiers, tl)
 	}
+	s.SetModules(lines)
 	s.FinishedAt = start.Add(elapsed)
 	s.WallMs = ms(elapsed)
 	s.EmergencyMode = q.em.Active
 	s.Emergency = q.em
 	// Served entries, degraded keys, circuits.
-	for i := range s.Modules {
-		ln := &s.Modules[i]
+	for i := range s.Modules() {
+		ln := &s.Modules()[i]
 		m := q.mod(ln.Name)
 		ln.CircuitState = q.br[m.Breaker]
 		if ln.CircuitState == "" {
@@ -265,13 +267,13 @@ func (q *seq) tick(outs map[string]out, edit func(*faultsummary.Summary)) *fault
 			s.DegradedKeys = append(s.DegradedKeys, m.Key+" (none)")
 		}
 	}
-	for _, ln := range s.Modules {
+	for _, ln := range s.Modules() {
 		if ln.Served.Source == blackboard.Live {
 			q.prod[ln.Name] = [2]time.Time{start, s.FinishedAt}
 		}
 	}
 	seen := map[string]bool{}
-	for _, ln := range s.Modules {
+	for _, ln := range s.Modules() {
 		if seen[ln.Breaker] {
 			continue
 		}
@@ -324,9 +326,9 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // line returns a pointer to the named module's line.
 func line(s *faultsummary.Summary, name string) *faultsummary.Module {
-	for i := range s.Modules {
-		if s.Modules[i].Name == name {
-			return &s.Modules[i]
+	for i := range s.Modules() {
+		if s.Modules()[i].Name == name {
+			return &s.Modules()[i]
 		}
 	}
 	panic("no line " + name)

@@ -89,7 +89,7 @@ var ruleCases = []ruleCase{
 		q.tick(nil, when(bad, func(s S) { line(s, "a").Served.Key = "b.result" }))
 	}},
 	{rule: check.RuleConfig, name: "configured module missing", build: func(q *seq, bad bool) {
-		q.tick(nil, when(bad, func(s S) { s.Modules = s.Modules[:1] }))
+		q.tick(nil, when(bad, func(s S) { s.SetModules(s.Modules()[:1]) }))
 	}},
 	{rule: check.RuleTiming, name: "wall_ms disagrees with the times", build: func(q *seq, bad bool) {
 		q.tick(nil, when(bad, func(s S) { s.WallMs += 5 }))

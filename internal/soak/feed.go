@@ -73,7 +73,7 @@ func (b *book) configFor(s *faultsummary.Summary) (check.Config, string, error) 
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var marker string
-	for _, m := range s.Modules {
+	for _, m := range s.Modules() {
 		if _, ok := b.variants[m.Name]; ok {
 			if marker != "" {
 				return check.Config{}, "", fmt.Errorf("tick %d has two variant markers (%s, %s)", s.TickID, marker, m.Name)
@@ -90,7 +90,7 @@ func (b *book) configFor(s *faultsummary.Summary) (check.Config, string, error) 
 	for _, r := range regs {
 		known[r.Spec.Name] = true
 	}
-	for _, m := range s.Modules {
+	for _, m := range s.Modules() {
 		if known[m.Name] {
 			continue
 		}
@@ -399,8 +399,8 @@ func (f *feed) fill(ctx context.Context, a, b uint64) {
 // process checks one summary.
 func (f *feed) process(s *faultsummary.Summary) {
 	f.ops.before(s.TickID, f.chk)
-	names := make([]string, len(s.Modules))
-	for i, m := range s.Modules {
+	names := make([]string, len(s.Modules()))
+	for i, m := range s.Modules() {
 		names[i] = m.Name
 	}
 	if fp := strings.Join(names, ","); fp != f.fp {
@@ -469,7 +469,7 @@ func (t *tickStats) add(s *faultsummary.Summary) {
 		}
 	}
 	t.inEmergency = s.EmergencyMode
-	for _, m := range s.Modules {
+	for _, m := range s.Modules() {
 		t.statuses[string(m.Status)]++
 	}
 }

@@ -63,10 +63,11 @@ func TestBookConfigFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &faultsummary.Summary{TickID: 7}
+	var lines []faultsummary.Module
 	for _, m := range mods {
-		s.Modules = append(s.Modules, faultsummary.Module{Name: m.name})
+		lines = append(lines, faultsummary.Module{Name: m.name})
 	}
-	s.Modules = append(s.Modules, faultsummary.Module{Name: "cfg_b"}, faultsummary.Module{Name: "remote_1"})
+	s.SetModules(append(lines, faultsummary.Module{Name: "cfg_b"}, faultsummary.Module{Name: "remote_1"}))
 	if _, _, err := b.configFor(s); err == nil || !strings.Contains(err.Error(), "remote_1") {
 		t.Fatalf("an unknown runtime module: %v", err)
 	}
@@ -75,7 +76,7 @@ func TestBookConfigFor(t *testing.T) {
 	if err != nil || marker != "cfg_b" || len(c.Modules) != len(mods)+2 {
 		t.Fatalf("configFor: %v %s %d modules", err, marker, len(c.Modules))
 	}
-	s.Modules = append(s.Modules, faultsummary.Module{Name: "cfg_a"})
+	s.SetModules(append(s.Modules(), faultsummary.Module{Name: "cfg_a"}))
 	if _, _, err := b.configFor(s); err == nil {
 		t.Fatal("two markers accepted")
 	}

@@ -571,10 +571,12 @@ func (e *Engine) Modules() []ModuleInfo {
 				Policy: rt.planned.Policy, Origin: st.regs[rt.name].origin, Module: rt.mod, Busy: rt.w.running.Load(),
 				LastGood: e.lg.Get(rt.key, now)}
 			if s := latest; s != nil {
-				if rt.idx < len(s.Modules()) && s.Modules()[rt.idx].Name == rt.name {
-					m := s.Modules()[rt.idx]
-					mi.Last = &m
-				} else if m, ok := s.Module(rt.name); ok {
+				if rt.idx < s.NumModules() {
+					if m := s.ModuleAt(rt.idx); m.Name == rt.name {
+						mi.Last = &m
+					}
+				}
+				if m, ok := s.Module(rt.name); ok && mi.Last == nil {
 					mi.Last = &m
 				}
 			}

@@ -3,12 +3,10 @@ package cycle
 import (
 	"sync"
 	"unsafe"
-
-	"github.com/cycled/cycled/faultsummary"
 )
 
 // linePrep allocates the module lines of the next ticks' summaries on its own goroutine,
-// between ticks. The lines are one large allocation per tick (240 bytes per module), and
+// between ticks. The lines are two large allocations per tick (56 bytes per module), and
 // a large allocation made while the garbage collector is marking pays for it in mark
 // work (a GC assist) and in sweeping: measured at 1 kHz with 500 modules, up to 0.9 ms at
 // the start of a tick, which made the tick overrun its period. Allocated here, the cost
@@ -25,18 +23,18 @@ import (
 type linePrep struct {
 	wg    *sync.WaitGroup
 	mu    sync.Mutex
-	req   chan int                   // guarded by mu (created on first use, closed by stop)
-	done  bool                       // guarded by mu
-	ready chan []faultsummary.Module // at most maxAhead; filled only by loop
+	req   chan int     // guarded by mu (created on first use, closed by stop)
+	done  bool         // guarded by mu
+	ready chan lineBuf // at most maxAhead; filled only by loop
 }
 
 // newLinePrep returns a linePrep whose goroutine, once started, is counted in wg.
 func newLinePrep(wg *sync.WaitGroup) *linePrep {
-	return &linePrep{wg: wg, ready: make(chan []faultsummary.Module, maxAhead)}
+	return &linePrep{wg: wg, ready: make(chan lineBuf, maxAhead)}
 }
 
 const (
-	// maxPreparedLines is the largest cycle whose lines are prepared (4 MB of lines).
+	// maxPreparedLines is the largest cycle whose lines are prepared (1 MB of lines).
 	maxPreparedLines = 1 << 14
 	// maxAhead is the most ticks' lines kept ready; aheadBytes is about how much heap they
 	// may take: at least 2 ticks' worth is kept, more for small cycles, so that the lines
@@ -48,23 +46,26 @@ const (
 
 // linesAhead returns how many ticks' lines of n modules are kept ready.
 func linesAhead(n int) int {
-	k := aheadBytes / (n * int(unsafe.Sizeof(faultsummary.Module{})))
+	k := aheadBytes / (n * lineBytes)
 	return min(max(k, 2), maxAhead)
 }
 
+// lineBytes is the memory of one module's line.
+const lineBytes = int(unsafe.Sizeof(lineRec{}) + unsafe.Sizeof(any(nil)))
+
 // take returns n fresh lines: prepared ones if some are ready and of that size (lines of
 // another size, prepared before a configuration change, are dropped).
-func (p *linePrep) take(n int) []faultsummary.Module {
+func (p *linePrep) take(n int) lineBuf {
 	for {
 		select {
-		case lines := <-p.ready:
-			if len(lines) == n {
-				return lines
+		case b := <-p.ready:
+			if len(b.recs) == n {
+				return b
 			}
 			continue
 		default:
 		}
-		return make([]faultsummary.Module, n)
+		return newLineBuf(n)
 	}
 }
 
@@ -91,7 +92,7 @@ func (p *linePrep) loop(req <-chan int) {
 	for n := range req {
 		// The only sender: ticks only take, so there is room for every line set sent here.
 		for len(p.ready) < linesAhead(n) {
-			p.ready <- make([]faultsummary.Module, n)
+			p.ready <- newLineBuf(n)
 		}
 	}
 }

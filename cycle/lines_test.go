@@ -7,13 +7,11 @@ import (
 	"testing/synctest"
 	"time"
 	"unsafe"
-
-	"github.com/cycled/cycled/faultsummary"
 )
 
 // readyLines returns the lines waiting in p, in order, and puts them back.
-func readyLines(p *linePrep) [][]faultsummary.Module {
-	var out [][]faultsummary.Module
+func readyLines(p *linePrep) []lineBuf {
+	var out []lineBuf
 	for len(p.ready) > 0 {
 		out = append(out, <-p.ready)
 	}
@@ -24,12 +22,15 @@ func readyLines(p *linePrep) [][]faultsummary.Module {
 }
 
 func TestLinesAhead(t *testing.T) {
-	line := int(unsafe.Sizeof(faultsummary.Module{}))
+	line := int(unsafe.Sizeof(lineRec{})) + 16 // a record and its value
+	if line != lineBytes || line > 64 {
+		t.Fatalf("a line is %d bytes (lineBytes %d): keep it within a cache line", line, lineBytes)
+	}
 	for _, c := range []struct{ n, want int }{
 		{1, maxAhead},
 		{500, min(aheadBytes/(500*line), maxAhead)},
 		{aheadBytes / line / 3, 3},
-		{5000, 2},
+		{5000, aheadBytes / (5000 * line)},
 		{maxPreparedLines, 2},
 	} {
 		if got := linesAhead(c.n); got != c.want {
@@ -42,30 +43,30 @@ func TestLinePrep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var wg sync.WaitGroup
 		p := newLinePrep(&wg)
-		if got := p.take(3); len(got) != 3 {
-			t.Fatalf("take without a request: %d lines, want 3", len(got))
+		if got := p.take(3); len(got.recs) != 3 || len(got.vals) != 3 {
+			t.Fatalf("take without a request: %d lines, want 3", len(got.recs))
 		}
 		p.request(4)
 		synctest.Wait() // the goroutine has prepared them
 		ready := readyLines(p)
-		if len(ready) != linesAhead(4) || len(ready[0]) != 4 || len(ready[1]) != 4 {
+		if len(ready) != linesAhead(4) || len(ready[0].recs) != 4 || len(ready[1].vals) != 4 {
 			t.Fatalf("after request(4): %d sets ready, want %d of 4 lines", len(ready), linesAhead(4))
 		}
 		// Enough lines are waiting: another request allocates nothing.
 		p.request(4)
 		synctest.Wait()
-		if again := readyLines(p); len(again) != linesAhead(4) || &again[0][0] != &ready[0][0] {
+		if again := readyLines(p); len(again) != linesAhead(4) || &again[0].recs[0] != &ready[0].recs[0] {
 			t.Fatal("a request with the buffer full replaced lines that were still unused")
 		}
-		if got := p.take(4); &got[0] != &ready[0][0] {
+		if got := p.take(4); &got.recs[0] != &ready[0].recs[0] {
 			t.Fatal("take(4) did not return the first prepared lines")
 		}
-		if left := readyLines(p); len(left) != linesAhead(4)-1 || &left[0][0] != &ready[1][0] {
+		if left := readyLines(p); len(left) != linesAhead(4)-1 || &left[0].recs[0] != &ready[1].recs[0] {
 			t.Fatal("prepared lines handed out twice, or lost")
 		}
 		// Prepared lines of another size (the configuration changed) are dropped.
-		if got := p.take(5); len(got) != 5 || len(p.ready) != 0 {
-			t.Fatalf("take(5) with lines of 4 ready: %d lines, %d sets left", len(got), len(p.ready))
+		if got := p.take(5); len(got.recs) != 5 || len(p.ready) != 0 {
+			t.Fatalf("take(5) with lines of 4 ready: %d lines, %d sets left", len(got.recs), len(p.ready))
 		}
 		// A cycle too large to be worth it gets none.
 		p.request(maxPreparedLines + 1)
@@ -107,12 +108,12 @@ func TestEnginePreparesNextLines(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // the first tick ran at 0
 		synctest.Wait()
 		ready := readyLines(e.lines)
-		if len(ready) != linesAhead(2) || len(ready[0]) != 2 {
+		if len(ready) != linesAhead(2) || len(ready[0].recs) != 2 {
 			t.Fatalf("after a scheduled tick: %d sets ready, want %d of 2 lines", len(ready), linesAhead(2))
 		}
 		time.Sleep(10 * time.Millisecond) // the second tick, at 10ms
 		s := e.Latest()
-		if s.TickID != 2 || &s.Modules()[0] != &ready[0][0] {
+		if s.TickID != 2 || ready[0].recs[0].status != lsOK || ready[0].recs[1].status != lsOK {
 			t.Fatalf("tick %d did not use the prepared lines", s.TickID)
 		}
 		if s.Modules()[0].Name != "a" || s.Modules()[1].Name != "b" {

@@ -91,7 +91,8 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		Finish:            faultsummary.Completed,
 		Tiers:             make([]faultsummary.Tier, len(st.cfg.Tiers)),
 	}
-	s.SetModules(e.lines.take(len(st.lines)))
+	tl := newTickLines(st, id, start, e.lines.take(len(st.lines)))
+	s.SetLines(tl)
 	e.pendingGap = 0
 	clear(e.kinds)
 	clear(e.errs)
@@ -106,13 +107,13 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		ts.Index, ts.Name, ts.BudgetMs = ti, tier.Name, blackboard.Millis(tier.Budget)
 		switch {
 		case stop:
-			e.skipTier(st, ti, s, start, stopReason)
+			e.skipTier(st, ti, s, tl, start, stopReason)
 		case e.em.active && st.skip[ti]:
-			e.skipTier(st, ti, s, start, "emergency mode")
+			e.skipTier(st, ti, s, tl, start, "emergency mode")
 		default:
-			out := e.runTier(ctx, st, ti, id, start, s)
+			out := e.runTier(ctx, st, ti, id, start, s, tl)
 			if ti == 0 {
-				e.evalEmergency(st, id, out.safetyFailed, safetyHealthy(s, st.tierMods[0]), out.safetyReason)
+				e.evalEmergency(st, id, out.safetyFailed, safetyHealthy(tl, st.tierMods[0]), out.safetyReason)
 			}
 			switch {
 			case out.abort:
@@ -142,12 +143,11 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	// breaker half-opened meanwhile by a reader (GET /breakers) cannot make them disagree.
 	snap := e.circuitSnapshot()
 	if e.brTransitions.Load() != transitionsBefore || len(snap) > 0 {
-		for i := range s.Modules() {
-			m := &s.Modules()[i]
+		for i := range tl.recs {
 			if stt, ok := snap[st.lines[i].brName]; ok {
-				m.CircuitState = stt.String()
-			} else if m.CircuitState != "closed" {
-				m.CircuitState = breaker.Closed.String()
+				tl.recs[i].circuit = stt
+			} else {
+				tl.recs[i].circuit = breaker.Closed
 			}
 		}
 	}
@@ -167,10 +167,11 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventTick, Summary: s})
 	for _, h := range e.hooks {
 		if h.OnModule != nil {
-			for i := range s.Modules() {
-				m := &s.Modules()[i]
-				h.OnModule(ModuleEvent{TickID: id, Module: m.Name, Tier: m.Tier, Status: m.Status, Attempts: m.Attempts,
-					Latency: time.Duration(m.LatencyMs * float64(time.Millisecond)), Kind: e.kinds[i], Err: e.errs[i]})
+			for i, rt := range st.lines {
+				r := &tl.recs[i]
+				h.OnModule(ModuleEvent{TickID: id, Module: rt.name, Tier: st.cfg.Tiers[rt.planned.TierIndex].Name,
+					Status: lineStatuses[r.status], Attempts: int(r.attempts),
+					Latency: time.Duration(r.latencyMs * float64(time.Millisecond)), Kind: e.kinds[i], Err: e.errs[i]})
 			}
 		}
 		if h.OnTick != nil {
@@ -183,35 +184,21 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	return s
 }
 
-// initLine starts the summary line of a module (lines are in plan order, so its index is
-// fixed); it is called once per module per tick, on a line nothing has written yet.
-func (e *Engine) initLine(s *faultsummary.Summary, rt *modRT, tierName string) *faultsummary.Module {
-	// The line is fresh (zeroed by make) and written once per tick: set only what is not
-	// zero, field by field, rather than copying a whole Module over it. kinds and errs were
-	// cleared at the tick's start.
-	ln := &s.Modules()[rt.idx]
-	ln.Name, ln.Tier, ln.TierIndex = rt.name, tierName, rt.planned.TierIndex
-	ln.Breaker, ln.CircuitState = rt.brName, rt.br.Peek().String()
-	ln.Served.Key = rt.key
-	return ln
-}
-
-func (e *Engine) skipTier(st *state, ti int, s *faultsummary.Summary, tickStart time.Time, reason string) {
+func (e *Engine) skipTier(st *state, ti int, s *faultsummary.Summary, tl *tickLines, tickStart time.Time, reason string) {
 	s.Tiers[ti].Status = faultsummary.TierSkipped
 	s.Tiers[ti].Reason = reason
-	name := st.cfg.Tiers[ti].Name
 	for _, rt := range st.tierMods[ti] {
-		ln := e.initLine(s, rt, name)
-		ln.Status = faultsummary.StatusSkipped
+		ln := tl.init(rt)
+		ln.status = lsSkipped
 		// An emergency-only module outside emergency mode is not a degradation.
-		e.serveFallback(s, ln, rt, ti, tickStart, !(rt.spec.Emergency && !e.em.active), false)
+		e.serveFallback(s, tl, rt, ti, tickStart, !(rt.spec.Emergency && !e.em.active), false)
 	}
 }
 
 // serveFallback fills the served entry of a module that produced no value this tick and
 // writes it on the board. degraded tags it stale and lists it in degraded_keys; failed in
 // the safety tier serves nothing (fail closed).
-func (e *Engine) serveFallback(s *faultsummary.Summary, ln *faultsummary.Module, rt *modRT, ti int, tickStart time.Time, degraded, failed bool) {
+func (e *Engine) serveFallback(s *faultsummary.Summary, tl *tickLines, rt *modRT, ti int, tickStart time.Time, degraded, failed bool) {
 	var ent blackboard.Entry
 	if ti == 0 && failed {
 		ent = blackboard.Entry{Key: rt.key, Module: rt.name, Source: blackboard.None}
@@ -225,8 +212,9 @@ func (e *Engine) serveFallback(s *faultsummary.Summary, ln *faultsummary.Module,
 			ent.Stale = false
 		}
 	}
-	ln.UsingFallback = ent.Source == blackboard.LastGood
-	ln.Served = faultsummary.Served{Key: rt.key, Source: ent.Source, Stale: ent.Stale, Expired: ent.Expired,
+	x := tl.extra(rt.idx)
+	x.hasServed, x.usingFallback = true, ent.Source == blackboard.LastGood
+	x.served = faultsummary.Served{Key: rt.key, Source: ent.Source, Stale: ent.Stale, Expired: ent.Expired,
 		AgeMs: blackboard.Millis(ent.Age), Value: ent.Value, Written: ent.Written, WrittenTick: ent.TickID, Seq: ent.Seq}
 	if degraded || ent.Expired {
 		switch {
@@ -249,7 +237,7 @@ type tierOutcome struct {
 	safetyReason string
 }
 
-func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tickStart time.Time, s *faultsummary.Summary) tierOutcome {
+func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tickStart time.Time, s *faultsummary.Summary, tl *tickLines) tierOutcome {
 	tier := &st.cfg.Tiers[ti]
 	mods := st.tierMods[ti]
 	var out tierOutcome
@@ -258,7 +246,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	deadline := tStart.Add(tier.Budget)
 	tctx, cancel := e.clock.WithDeadline(ctx, deadline)
 	tr := &tierRun{e: e, tick: id, ctx: tctx, deadline: deadline, backoff: tier.Backoff, retry: tier.Retryable,
-		done: make(chan struct{}), tier: ti, tierName: tier.Name, mods: mods, s: s, emergency: e.em.active,
+		done: make(chan struct{}), tier: ti, mods: mods, l: tl, emergency: e.em.active,
 		exc: make([]int32, len(mods))}
 	tr.pending.Store(int32(len(mods)) + 1) // +1 held by the engine until the runners are woken
 
@@ -295,44 +283,49 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	for _, j := range exc {
 		rt := mods[j]
 		i := rt.idx
-		ln := &s.Modules()[i]
-		if ln.Attempts > 1 {
+		ln := &tl.recs[i]
+		// The runners left the fault in kinds and errs; the line takes it from there.
+		ln.kind = e.kinds[i]
+		if err := e.errs[i]; err != nil {
+			tl.extra(i).err = err.Error()
+		}
+		if ln.attempts > 1 {
 			if s.RetryCounts == nil {
 				s.RetryCounts = make(map[string]int)
 			}
-			s.RetryCounts[rt.name] = ln.Attempts - 1
+			s.RetryCounts[rt.name] = int(ln.attempts) - 1
 		}
 		var failedNow bool
-		switch ln.Status {
-		case faultsummary.StatusSkipped, faultsummary.StatusNotDue:
-			e.serveFallback(s, ln, rt, ti, tickStart, false, false)
+		switch ln.status {
+		case lsSkipped, lsNotDue:
+			e.serveFallback(s, tl, rt, ti, tickStart, false, false)
 			continue
-		case faultsummary.StatusRetried, faultsummary.StatusProbeOK:
+		case lsRetried, lsProbeOK:
 			continue // success: the retry count is all there is to do
-		case faultsummary.StatusBusy:
+		case lsBusy:
 			failedNow = true
 			if p := rt.br.Acquire(); p.Allowed() {
 				rt.br.Failure(p, fault.KindTransient)
 			}
-			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
-		case faultsummary.StatusOpen:
+			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
+		case lsOpen:
 			failedNow = rt.spec.OnOpen == tiers.Fail || ti == 0
-			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
-		case statusUnstarted:
+			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
+		case lsUnstarted:
 			// The runners were all stuck: the module was never started before the deadline.
-			ln.Status = faultsummary.StatusTimedOut
+			ln.status = lsTimedOut
 			rt.br.Release(rt.w.permit)
 			failedNow = rt.planned.Policy != tiers.Abort
-			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
-		case faultsummary.StatusTimedOut:
+			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
+		case lsTimedOut:
 			// Abandoned: the module ignored its context. Its late result is discarded.
-			ln.LatencyMs = blackboard.Millis(tEnd.Sub(tStart))
+			ln.latencyMs = blackboard.Millis(tEnd.Sub(tStart))
 			rt.br.Failure(rt.w.permit, fault.KindTransient)
 			failedNow = rt.planned.Policy != tiers.Abort
 			if rt.planned.Policy == tiers.Abort {
 				out.abort, out.abortBy = true, rt.name
 			}
-			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
+			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
 			for _, h := range e.hooks {
 				if h.OnAbandon != nil {
 					h.OnAbandon(rt.name, id)
@@ -343,7 +336,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 			switch {
 			case kind == fault.KindControl:
 				rt.br.Release(p)
-				e.serveFallback(s, ln, rt, ti, tickStart, false, false)
+				e.serveFallback(s, tl, rt, ti, tickStart, false, false)
 				continue
 			case rt.planned.Policy == tiers.Abort:
 				rt.br.Release(p)
@@ -354,12 +347,9 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 				rt.br.Failure(p, kind)
 				failedNow = true
 			}
-			e.serveFallback(s, ln, rt, ti, tickStart, true, true)
+			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
 		}
 		if failedNow {
-			if ln.FaultKind == "" && e.kinds[i] != fault.KindNone {
-				ln.FaultKind = e.kinds[i].String()
-			}
 			switch rt.planned.Policy {
 			case tiers.FailFast:
 				out.failed = true
@@ -368,9 +358,9 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 			}
 			if ti == 0 && rt.planned.Policy != tiers.Abort && !out.safetyFailed {
 				out.safetyFailed = true
-				out.safetyReason = rt.name + ": " + string(ln.Status)
-				if ln.Error != "" {
-					out.safetyReason += ": " + ln.Error
+				out.safetyReason = rt.name + ": " + string(lineStatuses[ln.status])
+				if err := e.errs[i]; err != nil {
+					out.safetyReason += ": " + err.Error()
 				}
 			}
 		}
@@ -388,9 +378,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 		ts.Status = faultsummary.TierFailed
 	} else {
 		for _, j := range exc {
-			switch s.Modules()[mods[j].idx].Status {
-			case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK, faultsummary.StatusNotDue, faultsummary.StatusSkipped:
-			default:
+			if !tl.recs[mods[j].idx].status.nominal() {
 				ts.Status = faultsummary.TierDegraded
 			}
 		}
@@ -463,12 +451,9 @@ func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
 
 // safetyHealthy reports whether every safety module that was due succeeded: the ticks
 // that count towards leaving emergency mode.
-func safetyHealthy(s *faultsummary.Summary, mods []*modRT) bool {
+func safetyHealthy(tl *tickLines, mods []*modRT) bool {
 	for _, rt := range mods {
-		switch s.Modules()[rt.idx].Status {
-		case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK,
-			faultsummary.StatusNotDue, faultsummary.StatusSkipped:
-		default:
+		if !tl.recs[rt.idx].status.nominal() {
 			return false
 		}
 	}

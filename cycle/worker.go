@@ -14,7 +14,6 @@ import (
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/fault"
-	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
 )
@@ -77,9 +76,8 @@ type tierRun struct {
 	backoff   retrybudget.Backoff
 	retry     fault.Set
 	tier      int
-	tierName  string
 	mods      []*modRT
-	s         *faultsummary.Summary
+	l         *tickLines // the tick's summary lines
 	emergency bool
 	done      chan struct{}
 
@@ -282,15 +280,13 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 					continue
 				}
 				if w.phase.CompareAndSwap(v, phase(tr.tick, phUnstarted)) {
-					ln := tr.e.initLine(tr.s, rt, tr.tierName)
+					ln := tr.l.init(rt)
 					if tr.preAdmit(rt, ln) {
 						// Not due, emergency-only or busy: that is its outcome, deadline or not.
 						late = append(late, int32(j))
 						break
 					}
-					ln.Status = statusUnstarted
-					ln.FaultKind = fault.KindTransient.String()
-					ln.Error = errUnstarted.Error()
+					ln.status = lsUnstarted
 					tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errUnstarted
 					w.permit = breaker.Permit{}
 					late = append(late, int32(j))
@@ -306,11 +302,9 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 				if !w.phase.CompareAndSwap(v, phase(tr.tick, phAbandoned)) {
 					continue
 				}
-				ln := &tr.s.Modules()[rt.idx]
-				ln.Status = faultsummary.StatusTimedOut
-				ln.Attempts = int(w.attempts.Load())
-				ln.FaultKind = fault.KindTransient.String()
-				ln.Error = errAbandoned.Error()
+				ln := &tr.l.recs[rt.idx]
+				ln.status = lsTimedOut
+				ln.attempts = w.attempts.Load()
 				tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errAbandoned
 				tr.budgetExhausted.Store(true)
 				late = append(late, int32(j))
@@ -434,17 +428,16 @@ const (
 // preAdmit decides the outcomes that do not need the breaker or a run: an emergency-only
 // module outside emergency mode is skipped, a multi-rate module not due this tick is
 // not_due, a module still running from an earlier tick is busy. It reports whether it
-// decided.
-func (tr *tierRun) preAdmit(rt *modRT, ln *faultsummary.Module) bool {
+// decided. A fault is left in the engine's kinds and errs, which the line takes once the
+// tier is over (runTier).
+func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec) bool {
 	switch {
 	case rt.spec.Emergency && !tr.emergency:
-		ln.Status = faultsummary.StatusSkipped
+		ln.status = lsSkipped
 	case tr.tick%uint64(rt.spec.EveryN()) != 0:
-		ln.Status = faultsummary.StatusNotDue
+		ln.status = lsNotDue
 	case rt.w.running.Load():
-		ln.Status = faultsummary.StatusBusy
-		ln.FaultKind = fault.KindTransient.String()
-		ln.Error = errBusy.Error()
+		ln.status = lsBusy
 		tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errBusy
 	default:
 		return false
@@ -467,16 +460,15 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 		return t, notMine
 	}
 	e := tr.e
-	ln := e.initLine(tr.s, rt, tr.tierName)
+	ln := tr.l.init(rt)
 	i := rt.idx
 	switch {
 	case tr.preAdmit(rt, ln):
 	default:
 		p := rt.br.Acquire()
 		if !p.Allowed() {
-			ln.Status = faultsummary.StatusOpen
+			ln.status = lsOpen
 			if rt.spec.OnOpen == tiers.Fail {
-				ln.Error = errOpenFail.Error()
 				e.kinds[i], e.errs[i] = fault.KindControl, errOpenFail
 			}
 			break
@@ -491,7 +483,7 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 		if !w.dispatch(tr) {
 			w.running.Store(false)
 			rt.br.Release(p)
-			ln.Status = faultsummary.StatusSkipped
+			ln.status = lsSkipped
 			break
 		}
 		return t, dispatched
@@ -541,14 +533,15 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	return end
 }
 
-// report commits and fills the summary line of a run that returned in time.
+// report commits and fills the summary line of a run that returned in time. A fault is
+// left in the engine's kinds and errs (the line takes it once the tier is over).
 func (w *worker) report(tr *tierRun, rt *modRT, start, end time.Time) {
 	r := &w.res
 	e := w.e
 	i := rt.idx
-	ln := &tr.s.Modules()[i]
-	ln.Attempts = r.res.Attempts
-	ln.LatencyMs = blackboard.Millis(end.Sub(start))
+	ln := &tr.l.recs[i]
+	ln.attempts = int32(r.res.Attempts)
+	ln.latencyMs = blackboard.Millis(end.Sub(start))
 	if r.res.BudgetExhausted {
 		tr.budgetExhausted.Store(true)
 	}
@@ -560,9 +553,7 @@ func (w *worker) report(tr *tierRun, rt *modRT, start, end time.Time) {
 	if end.After(tr.deadline) {
 		// It returned after the deadline, before the engine got round to abandoning it
 		// (a late wake-up): the result is late all the same, and discarded.
-		ln.Status = faultsummary.StatusTimedOut
-		ln.FaultKind = fault.KindTransient.String()
-		ln.Error = errAbandoned.Error()
+		ln.status = lsTimedOut
 		e.kinds[i], e.errs[i] = fault.KindTransient, errAbandoned
 		tr.budgetExhausted.Store(true)
 		tr.exception(rt.tierPos)
@@ -570,42 +561,42 @@ func (w *worker) report(tr *tierRun, rt *modRT, start, end time.Time) {
 	}
 	if r.res.Attempts == 0 && r.res.Err != nil {
 		// Reached after the deadline had passed: not a run, and not the module's failure.
-		ln.Status = statusUnstarted
-		ln.FaultKind = fault.KindTransient.String()
-		ln.Error = errUnstarted.Error()
+		ln.status = lsUnstarted
 		e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
 		tr.exception(rt.tierPos)
 		return
 	}
 	if r.res.Err != nil {
-		ln.Status = faultsummary.StatusFailed
+		ln.status = lsFailed
 		if kind == fault.KindControl {
-			ln.Status = faultsummary.StatusOK
+			ln.status = lsOK
 		} else if probe {
-			ln.Status = faultsummary.StatusProbeFailed
+			ln.status = lsProbeFailed
 		}
-		ln.FaultKind = kind.String()
-		ln.Error = r.res.Err.Error()
 		tr.exception(rt.tierPos)
 		return
 	}
 	rt.br.Success(w.permit)
 	seq := rt.lslot.PutValue(r.value, rt.name, tr.tick, end)
 	e.board.SetLive(rt.bslot, tr.tier, r.value, rt.name, tr.tick, seq, end, r.readStale)
-	sv := &ln.Served // Key was set by initLine; the rest is zero
-	sv.Source, sv.DerivedFromStale = blackboard.Live, r.readStale
-	sv.Value, sv.Written, sv.WrittenTick, sv.Seq = r.value, end, tr.tick, seq
+	ln.seq, ln.written, ln.flags = seq, end.UnixNano(), lineLive
+	if r.readStale {
+		ln.flags |= lineDerived
+	}
+	if r.value != nil {
+		tr.l.vals[i] = r.value
+	}
 	switch {
 	case probe:
-		ln.Status = faultsummary.StatusProbeOK
+		ln.status = lsProbeOK
 		if r.res.Attempts > 1 {
 			tr.exception(rt.tierPos) // for retry_counts
 		}
 	case r.res.Attempts > 1:
-		ln.Status = faultsummary.StatusRetried
+		ln.status = lsRetried
 		tr.exception(rt.tierPos)
 	default:
-		ln.Status = faultsummary.StatusOK
+		ln.status = lsOK
 	}
 }
 

@@ -169,12 +169,45 @@ type tickInfo struct {
 	start time.Time
 }
 
-// Slot is one key of the board.
+// Slot is one key of the board. It holds either an entry written with Set, or a mark that
+// the key's module wrote a live value this tick (SetLive), whose value and provenance are
+// then read from the key's last-known-good record: the engine stores a module's value
+// once, not once for the board and once for last-known-good (at thousands of modules a
+// second copy was a second lock and a second object touched per module and tick).
 type Slot struct {
+	live atomic.Uint64                 // liveMark of the last SetLive; 0: none (cleared by Set)
+	from atomic.Pointer[lastgood.Slot] // the record the live value was written to
+
 	mu   sync.Mutex // not an RWMutex: one writer per tick and few readers, and Lock is cheaper
 	e    Entry      // guarded by mu; e.Key is the slot's key from the start (immutable)
 	tick uint64     // guarded by mu; the tick e was written in (0: never)
 	tier int        // guarded by mu; the writer's tier; -1: visible to every reader
+}
+
+// liveMark packs a live write's tick (48 bits), the writer's tier and its
+// derived_from_stale flag.
+func liveMark(tick uint64, tier int, derived bool) uint64 {
+	t := uint64(min(max(tier+1, 0), 0x7fff)) // tier -1 (every reader) is 0; 32 766 tiers at most
+	m := tick<<16 | t<<1
+	if derived {
+		m |= 1
+	}
+	return m
+}
+
+// liveEntry returns the entry of a live write marked m, if it is visible to a reader of
+// readerTier in tick id and its record still holds it (a record deleted or rewritten
+// since holds another write: the reader then gets what the store serves).
+func (sl *Slot) liveEntry(m, id uint64, readerTier int) (Entry, bool) {
+	if m>>16 != id || id == 0 || int(m>>1&0x7fff)-1 >= readerTier {
+		return Entry{}, false
+	}
+	le, ok := sl.from.Load().Latest()
+	if !ok || le.TickID != id {
+		return Entry{}, false
+	}
+	return Entry{Key: le.Key, Value: le.Value, Module: le.Module, TickID: le.TickID, Seq: le.Seq, Written: le.Written,
+		Source: Live, DerivedFromStale: m&1 != 0}, true
 }
 
 // New returns an empty board that falls back to lg.
@@ -222,18 +255,21 @@ func (b *Board) Set(sl *Slot, writerTier int, e Entry) {
 	sl.mu.Lock()
 	e.Key = sl.e.Key
 	sl.e, sl.tick, sl.tier = e, id, writerTier
+	sl.live.Store(0)
 	sl.mu.Unlock()
 }
 
-// SetLive is Set for a live value (Source Live, not stale), writing the fields in place:
-// the engine's path for a module that succeeded.
-func (b *Board) SetLive(sl *Slot, writerTier int, value any, module string, tick, seq uint64, written time.Time, derivedFromStale bool) {
-	id := b.cur.Load().id
-	sl.mu.Lock()
-	sl.e = Entry{Key: sl.e.Key, Value: value, Module: module, TickID: tick, Seq: seq, Written: written,
-		Source: Live, DerivedFromStale: derivedFromStale}
-	sl.tick, sl.tier = id, writerTier
-	sl.mu.Unlock()
+// SetLive marks the slot's key as written live this tick by a module of tier writerTier
+// (visibility as Set): the value is the one just stored in from, the key's last-known-good
+// record (lastgood.Slot.PutValue), which readers read it from, with Source Live and
+// derivedFromStale. It takes no lock: the engine's path for a module that succeeded. The
+// entry is visible for as long as from holds that write (a later write to from, or a
+// Delete of its key, replaces it; the tick ends first in the engine).
+func (b *Board) SetLive(sl *Slot, from *lastgood.Slot, writerTier int, derivedFromStale bool) {
+	if sl.from.Load() != from {
+		sl.from.Store(from)
+	}
+	sl.live.Store(liveMark(b.cur.Load().id, writerTier, derivedFromStale))
 }
 
 // Put writes entries for the tick in progress, visible to every reader.
@@ -256,11 +292,17 @@ func (b *Board) GetFor(key string, readerTier int) (Entry, bool) {
 	sl := b.slots[key]
 	b.mu.RUnlock()
 	if sl != nil {
-		sl.mu.Lock()
-		e, tick, tier := sl.e, sl.tick, sl.tier
-		sl.mu.Unlock()
-		if tick == cur.id && tick != 0 && tier < readerTier {
-			return e, true
+		if m := sl.live.Load(); m>>16 == cur.id {
+			if e, ok := sl.liveEntry(m, cur.id, readerTier); ok {
+				return e, true
+			}
+		} else {
+			sl.mu.Lock()
+			e, tick, tier := sl.e, sl.tick, sl.tier
+			sl.mu.Unlock()
+			if tick == cur.id && tick != 0 && tier < readerTier {
+				return e, true
+			}
 		}
 	}
 	if b.lg == nil {
@@ -280,6 +322,12 @@ func (b *Board) Entries() []Entry {
 	b.mu.RUnlock()
 	out := make([]Entry, 0, len(slots))
 	for _, sl := range slots {
+		if m := sl.live.Load(); m>>16 == cur.id {
+			if e, ok := sl.liveEntry(m, cur.id, math.MaxInt); ok {
+				out = append(out, e)
+			}
+			continue
+		}
 		sl.mu.Lock()
 		if sl.tick == cur.id && sl.tick != 0 {
 			out = append(out, sl.e)

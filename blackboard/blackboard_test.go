@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -410,23 +411,64 @@ func BenchmarkBoardGet(b *testing.B) {
 	}
 }
 
-// SetLive writes what Set writes for a live entry, with the same tier visibility.
+// SetLive serves what Set serves for a live entry, with the same tier visibility, reading
+// the value from the key's last-known-good record; the next tick, a later Set, a later
+// write to the record and a Delete of its key each end it.
 func TestSetLiveEqualsSet(t *testing.T) {
-	viaSet, viaLive := New(lastgood.New()), New(lastgood.New())
+	lgSet, lgLive := lastgood.New(), lastgood.New()
+	viaSet, viaLive := New(lgSet), New(lgLive)
 	for _, b := range []*Board{viaSet, viaLive} {
 		b.Begin(3, t0)
 	}
-	want := Entry{Key: "k", Value: 7, Module: "m", TickID: 3, Seq: 9, Written: t0.Add(time.Millisecond), Source: Live, DerivedFromStale: true}
+	written := t0.Add(time.Millisecond)
+	from := lgLive.Slot("k")
+	seq := from.PutValue(7, "m", 3, written)
+	lgSet.Slot("k").PutValue(7, "m", 3, written)
+	want := Entry{Key: "k", Value: 7, Module: "m", TickID: 3, Seq: seq, Written: written, Source: Live, DerivedFromStale: true}
 	viaSet.Set(viaSet.Slot("k"), 1, want)
-	viaLive.SetLive(viaLive.Slot("k"), 1, 7, "m", 3, 9, want.Written, true)
-	for _, reader := range []int{0, 1, 2} {
-		a, aok := viaSet.GetFor("k", reader)
-		b, bok := viaLive.GetFor("k", reader)
-		if a != b || aok != bok {
-			t.Errorf("reader tier %d: SetLive gives %+v %v, Set gives %+v %v", reader, b, bok, a, aok)
+	viaLive.SetLive(viaLive.Slot("k"), from, 1, true)
+	same := func(when string) {
+		t.Helper()
+		for _, reader := range []int{0, 1, 2} {
+			a, aok := viaSet.GetFor("k", reader)
+			b, bok := viaLive.GetFor("k", reader)
+			if a != b || aok != bok {
+				t.Errorf("%s, reader tier %d: SetLive gives %+v %v, Set gives %+v %v", when, reader, b, bok, a, aok)
+			}
+		}
+		if a, b := viaSet.Entries(), viaLive.Entries(); !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: Entries %+v, want %+v", when, b, a)
 		}
 	}
+	same("this tick")
 	if got, ok := viaLive.GetFor("k", 2); !ok || got != want {
 		t.Errorf("a later tier reads %+v, %v; want %+v", got, ok, want)
+	}
+	// A later Set in the same tick replaces it.
+	over := Entry{Key: "k", Module: "op", Source: None}
+	viaSet.Set(viaSet.Slot("k"), -1, over)
+	viaLive.Set(viaLive.Slot("k"), -1, over)
+	same("after Set")
+	// Live again, then the next tick: both serve the stored value, stale.
+	viaLive.SetLive(viaLive.Slot("k"), from, 1, true)
+	viaSet.Set(viaSet.Slot("k"), 1, want)
+	for _, b := range []*Board{viaSet, viaLive} {
+		b.Begin(4, t0.Add(time.Second))
+	}
+	same("next tick")
+	if got, _ := viaLive.Get("k"); got.Source != LastGood || !got.Stale || got.Value != 7 {
+		t.Errorf("next tick reads %+v, want the stale value", got)
+	}
+	// Written live in tick 4, the record is then deleted (the module deregistered):
+	// nothing live is served from a record that no longer holds the write.
+	from.PutValue(8, "m", 4, t0.Add(time.Second))
+	viaLive.SetLive(viaLive.Slot("k"), from, 1, false)
+	if got, ok := viaLive.Get("k"); !ok || got.Value != 8 || got.Source != Live {
+		t.Fatalf("live in tick 4 reads %+v, %v", got, ok)
+	}
+	lgLive.Delete("k")
+	from.PutValue(9, "m", 5, t0.Add(2*time.Second)) // a late write through the detached slot
+	if got, ok := viaLive.Get("k"); ok && got.Source == Live {
+		t.Errorf("after Delete and a later write, reads %+v live", got)
 	}
 }

@@ -578,7 +578,7 @@ func (w *worker) report(tr *tierRun, rt *modRT, start, end time.Time) {
 	}
 	rt.br.Success(w.permit)
 	seq := rt.lslot.PutValue(r.value, rt.name, tr.tick, end)
-	e.board.SetLive(rt.bslot, tr.tier, r.value, rt.name, tr.tick, seq, end, r.readStale)
+	e.board.SetLive(rt.bslot, rt.lslot, tr.tier, r.readStale)
 	ln.seq, ln.written, ln.flags = seq, end.UnixNano(), lineLive
 	if r.readStale {
 		ln.flags |= lineDerived

@@ -309,6 +309,18 @@ func (sl *Slot) PutValue(value any, module string, tick uint64, written time.Tim
 // Get is Store.Get for the slot's key.
 func (sl *Slot) Get(now time.Time) Lookup { return sl.st.get((*record)(sl), sl.key, now) }
 
+// Latest returns the last entry written through the slot or to its key (ok=false: none,
+// or the slot is nil). Unlike Get it says nothing of age or TTL.
+func (sl *Slot) Latest() (Entry, bool) {
+	if sl == nil {
+		return Entry{}, false
+	}
+	r := (*record)(sl)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.entry, r.hasEntry
+}
+
 // ttlOf computes the TTL in force for r. The caller holds r.mu.
 func (s *Store) ttlOf(r *record) time.Duration {
 	if !r.hasPolicy {

@@ -124,7 +124,8 @@ type Served struct {
 	AgeMs            float64           `json:"age_ms"`
 	DerivedFromStale bool              `json:"derived_from_stale"`
 	// Value, Written, WrittenTick and Seq describe the served value for the blackboard
-	// view; they are not part of the summary's JSON.
+	// view; they are not part of the summary's JSON. In the engine's summaries Written of
+	// a live value is its wall time, without a monotonic clock reading.
 	Value       any       `json:"-"`
 	Written     time.Time `json:"-"`
 	WrittenTick uint64    `json:"-"`

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cycled/cycled/bench/stats"
+	"github.com/cycled/cycled/faultsummary"
 )
 
 var sectionOrder = []string{"machine", "targets", "tickcost", "deadline", "period", "memory", "http"}
@@ -264,7 +265,8 @@ func renderMemory(r *results) string {
 	var b strings.Builder
 	b.WriteString("Each row is its own process: heap (`HeapAlloc` after two forced GCs) and RSS (`VmRSS` after `debug.FreeOSMemory`) minus the process's own before anything " +
 		"was built, divided by the registered modules (the modules' own objects — names, funcs — included). cycled runs with its default history of 1000 summaries; " +
-		"its history keeps the newest `KeepWhole` summaries whole (at most 64, and at most 200 000 module lines in all) and compacts older ones to their non-plain lines, " +
+		fmt.Sprintf("its history keeps the newest `KeepWhole` summaries whole (at most %d, and at most %d module lines in all) and compacts older ones to their non-plain lines, ",
+			faultsummary.KeepWhole, faultsummary.WholeLines) +
 		"so it is measured past that window: `+ per summary` is the heap one more (compacted) summary costs. `history full` is measured by ticking until the history " +
 		"holds 1000 summaries where marked; at 100 000 modules a tick takes about 0.1 s (1000 ticks would take minutes), so it is the last point plus the remaining " +
 		"summaries × the per-summary slope. Peers A and B keep whole summaries in a ring of 16 (every whole summary costs them about 140 B per module).\n\n")

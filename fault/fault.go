@@ -169,12 +169,12 @@ func Classify(err error) Kind {
 	if err == nil {
 		return KindNone
 	}
-	var pe *PanicError
-	if errors.As(err, &pe) {
+	// errors.AsType rather than errors.As: As takes the address of a local, which then
+	// escapes (two allocations per failed run, on the tick's path).
+	if _, ok := errors.AsType[*PanicError](err); ok {
 		return KindInternal
 	}
-	var fe *Error
-	if errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*Error](err); ok {
 		return fe.Kind
 	}
 	switch {
@@ -185,8 +185,7 @@ func Classify(err error) Kind {
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return KindTransient
 	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return KindTransient
 	}
 	return KindInternal

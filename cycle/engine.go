@@ -185,6 +185,9 @@ type Engine struct {
 	kinds   []fault.Kind
 	errs    []error
 	permits []breaker.Permit
+
+	// What the last tick needed, to size the next one's lists at once; guarded by tickMu.
+	lastExtras, lastDegraded int
 }
 
 // New validates cfg and mods and returns an engine. Modules start in the first tick.

@@ -26,6 +26,8 @@ type tickLines struct {
 	recs []lineRec      // one per module, in plan order
 	vals []any          // the live value each module produced this tick
 	ex   []lineEx       // indexed by lineRec.ex-1; written by the engine only
+
+	exHint int // the extras the last tick had: ex is made with that capacity
 }
 
 // lineRec is one module's line, without pointers.
@@ -105,6 +107,9 @@ func (l *tickLines) init(rt *modRT) *lineRec {
 func (l *tickLines) extra(i int) *lineEx {
 	r := &l.recs[i]
 	if r.ex == 0 {
+		if l.ex == nil && l.exHint > 0 {
+			l.ex = make([]lineEx, 0, l.exHint)
+		}
 		l.ex = append(l.ex, lineEx{})
 		r.ex = int32(len(l.ex))
 	}

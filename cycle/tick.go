@@ -92,6 +92,11 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		Tiers:             make([]faultsummary.Tier, len(st.cfg.Tiers)),
 	}
 	tl := newTickLines(st, id, start, e.lines.take(len(st.lines)))
+	tl.exHint = e.lastExtras
+	if e.lastDegraded > 0 {
+		// Failing modules tend to fail again: one allocation instead of a growing list.
+		s.DegradedKeys = make([]string, 0, e.lastDegraded)
+	}
 	s.SetLines(tl)
 	e.pendingGap = 0
 	clear(e.kinds)
@@ -162,6 +167,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	slices.Sort(s.HalfOpenCircuits)
 	s.Normalize()
 	s.OverallSeverity = s.ComputeSeverity()
+	e.lastExtras, e.lastDegraded = len(tl.ex), len(s.DegradedKeys)
 
 	e.history.Append(s)
 	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventTick, Summary: s})

@@ -5,6 +5,10 @@
 // Publishing never blocks the tick: the latest summary is an atomic pointer, and a
 // subscriber that does not keep up skips ahead (its oldest undelivered events are dropped
 // and counted).
+//
+// A summary's module lines are read through Summary.Modules, NumModules and ModuleAt: a
+// producer may keep them in a compact form of its own (Lines), as the engine does, and
+// they are then built only when read.
 package faultsummary
 
 import (

@@ -941,7 +941,7 @@ func TestStallCheckLifecycle(t *testing.T) {
 	e := newEngine(t, Config{}, nil, WithClock(clk))
 	mods := make([]*modRT, 3)
 	newTier := func(budget time.Duration) *tierRun {
-		return &tierRun{e: e, tick: 1, mods: mods, deadline: clk.Now().Add(budget), done: make(chan struct{})}
+		return &tierRun{e: e, tick: 1, mods: mods, deadline: clk.Now().Add(budget)}
 	}
 
 	tr := newTier(time.Second)

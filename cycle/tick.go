@@ -110,13 +110,19 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		tier := &st.cfg.Tiers[ti]
 		ts := &s.Tiers[ti]
 		ts.Index, ts.Name, ts.BudgetMs = ti, tier.Name, blackboard.Millis(tier.Budget)
+	}
+	for ti := 0; ti < len(st.cfg.Tiers); ti++ {
 		switch {
 		case stop:
 			e.skipTier(st, ti, s, tl, start, stopReason)
 		case e.em.active && st.skip[ti]:
 			e.skipTier(st, ti, s, tl, start, "emergency mode")
 		default:
-			out := e.runTier(ctx, st, ti, id, start, s, tl)
+			// The runners may go through clean tiers on their own (see segment): ti is
+			// then the tier that ended the segment, the first one with work left here.
+			var out tierOutcome
+			out, ti = e.runTier(ctx, st, ti, id, start, s, tl)
+			tier := &st.cfg.Tiers[ti]
 			if ti == 0 {
 				e.evalEmergency(st, id, out.safetyFailed, safetyHealthy(tl, st.tierMods[0]), out.safetyReason)
 			}
@@ -243,43 +249,41 @@ type tierOutcome struct {
 	safetyReason string
 }
 
-func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tickStart time.Time, s *faultsummary.Summary, tl *tickLines) tierOutcome {
-	tier := &st.cfg.Tiers[ti]
-	mods := st.tierMods[ti]
+func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tickStart time.Time, s *faultsummary.Summary, tl *tickLines) (tierOutcome, int) {
 	var out tierOutcome
-	ts := &s.Tiers[ti]
-	tStart := e.clock.Now()
-	deadline := tStart.Add(tier.Budget)
-	tctx, cancel := e.clock.WithDeadline(ctx, deadline)
-	tr := &tierRun{e: e, tick: id, ctx: tctx, deadline: deadline, backoff: tier.Backoff, retry: tier.Retryable,
-		done: make(chan struct{}), tier: ti, mods: mods, l: tl, emergency: e.em.active,
-		exc: make([]int32, len(mods))}
-	tr.pending.Store(int32(len(mods)) + 1) // +1 held by the engine until the runners are woken
+	seg := &segment{st: st, ctx: ctx, s: s, tl: tl, tick: id, emergency: e.em.active, done: make(chan struct{})}
+	if st.cfg.Timing == Precise && e.realClock {
+		seg.margin = st.cfg.PreciseMargin
+	}
+	first := e.newTierRun(seg, ti, e.clock.Now())
+	first.pending.Store(int32(len(first.mods)) + 1) // +1 held by the engine until the runners are woken
 
 	// The runners admit, run and commit the modules; the engine handles what they leave
 	// as exceptions (failures, fallbacks, retries) once the tier is over.
-	if len(mods) > 0 {
+	if len(first.mods) > 0 {
 		// One runner to start with: it wakes more if the tier is long enough to be worth it.
-		tr.runners.Store(1)
-		e.pool.wake(tr, 1, false)
+		first.runners.Store(1)
+		e.pool.wake(first, 1, false)
 	}
-	tr.finish(1)
-	if len(mods) <= smallTier {
+	first.finish(1, false)
+	if len(first.mods) <= smallTier {
 		// The runner just woken waits in this core's run-next slot. Yielding once lets it
 		// run a small tier to its end before the engine arms a timer and parks: the engine
 		// then finds the tier done, and the runner had no one to wake: about 0.7 µs less
 		// per tier (five one-module tiers: 18.2 → 14.5 µs a tick).
 		runtime.Gosched()
 	}
-	timedOut := !e.wait(st, tr, deadline)
+	tr, timedOut := e.wait(seg, first)
+	ti = tr.tier
+	mods := tr.mods
+	tier := &st.cfg.Tiers[ti]
+	ts := &s.Tiers[ti]
 	var late []int32
 	if timedOut {
 		late = tr.settleAtDeadline()
-	} else {
-		tr.closed.Store(true) // a runner woken late finds nothing left to do
 	}
-	cancel()
-	tEnd := e.clock.Now()
+	tr.cancel()
+	tStart, tEnd := tr.start, e.clock.Now()
 	if tr.budgetExhausted.Load() {
 		ts.BudgetExhausted = true
 	}
@@ -389,69 +393,95 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 			}
 		}
 	}
-	return out
+	return out, ti
 }
 
 // smallTier is the most modules a tier may have for the engine to yield to its runner
 // before waiting (see runTier).
 const smallTier = 16
 
-// wait blocks until every admitted module of tr has finished (true) or the deadline
-// passes (false). While modules are still waiting for admission, the stall check
-// (tierRun.watchStall) wakes more runners if the tier makes no progress (a fast module
-// blocked).
-func (e *Engine) wait(st *state, tr *tierRun, deadline time.Time) bool {
+// minBudgetAfter returns the shortest budget of the tiers after ti that the segment
+// could still start (ok=false: none, the segment cannot go on).
+func (seg *segment) minBudgetAfter(ti int) (time.Duration, bool) {
+	if seg.emergency {
+		return 0, false
+	}
+	ts := seg.st.cfg.Tiers[ti+1:]
+	if len(ts) == 0 {
+		return 0, false
+	}
+	b := ts[0].Budget
+	for _, t := range ts[1:] {
+		b = min(b, t.Budget)
+	}
+	return b, true
+}
+
+// wait blocks until the segment hands a tier back (it returns that tier, timedOut false)
+// or the deadline of the tier in flight passes before it ends (it returns that tier,
+// taken: timedOut true). While modules of the first tier still wait for admission, the
+// stall check (tierRun.watchStall) wakes more runners if the tier makes no progress (a
+// fast module blocked); runners that start a later tier arm it for theirs.
+func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool) {
 	select {
-	case <-tr.done:
-		return true
+	case <-seg.done:
+		return seg.end, false
 	default:
 	}
-	precise := st.cfg.Timing == Precise && e.realClock
-	margin := time.Duration(0)
-	if precise {
-		margin = st.cfg.PreciseMargin
-	}
+	precise := seg.margin > 0
 	now := e.clock.Now()
-	tr.watchStall(now, margin)
-	defer tr.stopStall()
+	first.watchStall(now, seg.margin)
+	defer func() { e.stall.stop(seg.cur.Load()) }()
 	for {
-		d := deadline.Sub(now) - margin
-		if d <= 0 {
-			break
+		cur := seg.cur.Load()
+		d := cur.deadline.Sub(now) - seg.margin
+		// A runner may go on to a later tier with an earlier deadline while the engine
+		// sleeps; such a tier starts after now, so its deadline is at least now plus its
+		// budget. Waking by then at the latest, the engine never sleeps past it.
+		if b, ok := seg.minBudgetAfter(cur.tier); ok && d > b {
+			d = b
 		}
-		if e.timer == nil {
-			e.timer = e.clock.NewTimer(d)
-		} else {
-			e.timer.Reset(d)
+		if d > 0 {
+			if e.timer == nil {
+				e.timer = e.clock.NewTimer(d)
+			} else {
+				e.timer.Reset(d)
+			}
+			select {
+			case <-seg.done:
+				if !e.timer.Stop() {
+					select {
+					case <-e.timer.C():
+					default:
+					}
+				}
+				return seg.end, false
+			case <-e.timer.C():
+			}
+			now = e.clock.Now()
+			continue // the segment may have moved on to a later tier meanwhile
 		}
-		select {
-		case <-tr.done:
-			if !e.timer.Stop() {
+		if precise {
+			for seg.cur.Load() == cur && e.clock.Now().Before(cur.deadline) {
 				select {
-				case <-e.timer.C():
+				case <-seg.done:
+					return seg.end, false
 				default:
 				}
+				runtime.Gosched()
 			}
-			return true
-		case <-e.timer.C():
 		}
+		select {
+		case <-seg.done:
+			return seg.end, false
+		default:
+		}
+		if seg.cur.Load() == cur && cur.owner.CompareAndSwap(tierOpen, tierTaken) {
+			return cur, true
+		}
+		// The tier ended just now: its runner is starting the next one or handing it back.
+		runtime.Gosched()
 		now = e.clock.Now()
-	}
-	if precise {
-		for e.clock.Now().Before(deadline) {
-			select {
-			case <-tr.done:
-				return true
-			default:
-			}
-			runtime.Gosched()
-		}
-	}
-	select {
-	case <-tr.done:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -6,9 +6,12 @@
 // Prometheus. Observers (Hooks) receive every tick, module result, breaker transition and
 // emergency change.
 //
-// Each module has one persistent worker goroutine. Dispatching a tick to it costs a channel
-// send instead of a goroutine start, and it makes "at most one outstanding run per module"
-// structural: a worker stuck in a module that ignores its context is simply busy, and the
-// module is not started again until it returns. Configuration changes (Reload, Register,
-// Deregister) are validated at once and applied at the next tick boundary.
+// A small pool of runner goroutines runs the modules of a tier: fast modules inline, slow
+// or blocking ones each on a dedicated goroutine of its own (at most one per module, so
+// "at most one outstanding run per module" is structural: a module that ignores its
+// context is simply busy, and it is not started again until it returns). The runner that
+// finishes a clean tier starts the next one itself; the engine handles the tiers that
+// leave it work and takes a tier still running at its deadline (worker.go, "How a tier
+// runs"). Configuration changes (Reload, Register, Deregister) are validated at once and
+// applied at the next tick boundary.
 package cycle

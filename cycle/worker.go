@@ -29,7 +29,9 @@ import (
 // module's dedicated goroutine (slow or blocking modules), so that blocking modules still
 // run fully concurrently. The goroutine that ran a module commits a success itself
 // (breaker, last-known-good, blackboard, summary line); everything else is left to the
-// engine as an exception, handled serially once the tier is over. Should a fast module block
+// engine as an exception, handled serially once the tier is over; a tier that leaves none
+// is closed by the runner that finishes it, which starts the next tier itself (segment).
+// Should a fast module block
 // unexpectedly, the tier's stall check (watchStall) sees it make no progress for
 // stallCheck and wakes more runners for the modules not yet claimed.
 //

@@ -122,3 +122,39 @@ func TestWaitFollowsTheSegment(t *testing.T) {
 		}
 	})
 }
+
+// A module that ignores its context, in a tier the runners reached on their own: the
+// engine takes that tier at its own deadline (not at the earlier tier's later one), the
+// module is timed out, and the next tier runs after it.
+func TestChainedTierTakenAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hang := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			time.Sleep(300 * time.Millisecond) // ignores its context
+			return 1, nil
+		}}
+		e := newEngine(t, Config{Tiers: []tiers.Tier{
+			{Name: "a", Budget: 200 * time.Millisecond, MaxAttempts: 1},
+			{Name: "b", Budget: 50 * time.Millisecond, MaxAttempts: 1},
+			{Name: "c", Budget: 100 * time.Millisecond, MaxAttempts: 1},
+		}}, []Registration{reg("ma", "a", ok(1)), reg("hang", "b", hang), reg("mb", "b", ok(2)), reg("mc", "c", ok(3))})
+		start := time.Now()
+		s := tick(t, e)
+		if got := time.Since(start); got != 50*time.Millisecond {
+			t.Errorf("tick took %v, want 50ms (tier b's budget)", got)
+		}
+		for name, want := range map[string]faultsummary.Status{"ma": faultsummary.StatusOK, "hang": faultsummary.StatusTimedOut,
+			"mb": faultsummary.StatusOK, "mc": faultsummary.StatusOK} {
+			if m := mod(t, s, name); m.Status != want {
+				t.Errorf("%s: %s, want %s", name, m.Status, want)
+			}
+		}
+		if b := tierOf(t, s, "b"); b.Status != faultsummary.TierDegraded || !b.BudgetExhausted || b.ElapsedMs != 50 {
+			t.Errorf("tier b: %+v", b)
+		}
+		if a, c := tierOf(t, s, "a"), tierOf(t, s, "c"); a.Status != faultsummary.TierOK || c.Status != faultsummary.TierOK {
+			t.Errorf("tiers a %+v, c %+v", a, c)
+		}
+		time.Sleep(time.Second) // virtual: the hung module returns
+		synctest.Wait()
+	})
+}

@@ -195,11 +195,14 @@ func liveMark(tick uint64, tier int, derived bool) uint64 {
 	return m
 }
 
-// liveEntry returns the entry of a live write marked m, if it is visible to a reader of
-// readerTier in tick id and its record still holds it (a record deleted or rewritten
-// since holds another write: the reader then gets what the store serves).
+// liveMarked reports whether m marks a live write of tick id.
+func liveMarked(m, id uint64) bool { return m != 0 && m>>16 == id }
+
+// liveEntry returns the entry of a live write of tick id, marked m (liveMarked), if it is
+// visible to a reader of readerTier and its record still holds it (a record deleted or
+// rewritten since holds another write: the reader then gets what the store serves).
 func (sl *Slot) liveEntry(m, id uint64, readerTier int) (Entry, bool) {
-	if m>>16 != id || id == 0 || int(m>>1&0x7fff)-1 >= readerTier {
+	if int(m>>1&0x7fff)-1 >= readerTier {
 		return Entry{}, false
 	}
 	le, ok := sl.from.Load().Latest()
@@ -292,7 +295,7 @@ func (b *Board) GetFor(key string, readerTier int) (Entry, bool) {
 	sl := b.slots[key]
 	b.mu.RUnlock()
 	if sl != nil {
-		if m := sl.live.Load(); m>>16 == cur.id {
+		if m := sl.live.Load(); liveMarked(m, cur.id) {
 			if e, ok := sl.liveEntry(m, cur.id, readerTier); ok {
 				return e, true
 			}
@@ -322,7 +325,7 @@ func (b *Board) Entries() []Entry {
 	b.mu.RUnlock()
 	out := make([]Entry, 0, len(slots))
 	for _, sl := range slots {
-		if m := sl.live.Load(); m>>16 == cur.id {
+		if m := sl.live.Load(); liveMarked(m, cur.id) {
 			if e, ok := sl.liveEntry(m, cur.id, math.MaxInt); ok {
 				out = append(out, e)
 			}

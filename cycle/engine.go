@@ -579,8 +579,10 @@ func (e *Engine) Modules() []ModuleInfo {
 						mi.Last = &m
 					}
 				}
-				if m, ok := s.Module(rt.name); ok && mi.Last == nil {
-					mi.Last = &m
+				if mi.Last == nil { // the plan changed since: look it up by name
+					if m, ok := s.Module(rt.name); ok {
+						mi.Last = &m
+					}
 				}
 			}
 			if rt.br != nil {

@@ -91,9 +91,10 @@ func (s lineStatus) nominal() bool {
 	return false
 }
 
-// newTickLines returns the lines of tick id under st, on the buffers b.
-func newTickLines(st *state, id uint64, start time.Time, b lineBuf) *tickLines {
-	return &tickLines{st: st, tick: id, loc: start.Location(), recs: b.recs, vals: b.vals}
+// newTickLines returns the lines of tick id under st, on the buffers b; exHint is how many
+// lines had extras in the last tick.
+func newTickLines(st *state, id uint64, start time.Time, b lineBuf, exHint int) *tickLines {
+	return &tickLines{st: st, tick: id, loc: start.Location(), recs: b.recs, vals: b.vals, exHint: exHint}
 }
 
 // init starts the line of rt (called once per module per tick, on a zeroed record).

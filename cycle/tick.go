@@ -91,8 +91,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		Finish:            faultsummary.Completed,
 		Tiers:             make([]faultsummary.Tier, len(st.cfg.Tiers)),
 	}
-	tl := newTickLines(st, id, start, e.lines.take(len(st.lines)))
-	tl.exHint = e.lastExtras
+	tl := newTickLines(st, id, start, e.lines.take(len(st.lines)), e.lastExtras)
 	if e.lastDegraded > 0 {
 		// Failing modules tend to fail again: one allocation instead of a growing list.
 		s.DegradedKeys = make([]string, 0, e.lastDegraded)
@@ -296,8 +295,10 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 		ln := &tl.recs[i]
 		// The runners left the fault in kinds and errs; the line takes it from there.
 		ln.kind = e.kinds[i]
+		var errText string
 		if err := e.errs[i]; err != nil {
-			tl.extra(i).err = err.Error()
+			errText = err.Error()
+			tl.extra(i).err = errText
 		}
 		if ln.attempts > 1 {
 			if s.RetryCounts == nil {
@@ -369,8 +370,8 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 			if ti == 0 && rt.planned.Policy != tiers.Abort && !out.safetyFailed {
 				out.safetyFailed = true
 				out.safetyReason = rt.name + ": " + string(lineStatuses[ln.status])
-				if err := e.errs[i]; err != nil {
-					out.safetyReason += ": " + err.Error()
+				if errText != "" {
+					out.safetyReason += ": " + errText
 				}
 			}
 		}

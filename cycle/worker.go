@@ -31,9 +31,8 @@ import (
 // (breaker, last-known-good, blackboard, summary line); everything else is left to the
 // engine as an exception, handled serially once the tier is over; a tier that leaves none
 // is closed by the runner that finishes it, which starts the next tier itself (segment).
-// Should a fast module block
-// unexpectedly, the tier's stall check (watchStall) sees it make no progress for
-// stallCheck and wakes more runners for the modules not yet claimed.
+// Should a fast module block unexpectedly, the tier's stall check (watchStall) sees it
+// make no progress for stallCheck and wakes more runners for the modules not yet claimed.
 //
 // Ownership of a module's run is decided by compare-and-swap on its phase word (tick id and
 // state), so that at the deadline the engine and a late module never both report it.
@@ -70,7 +69,8 @@ const (
 
 func phase(tick uint64, state uint64) uint64 { return tick<<3 | state }
 
-// tierRun is one tier of one tick in flight.
+// tierRun is one tier of one tick in flight. tick, emergency and l repeat its segment's,
+// so that a module's run reads one object for them.
 type tierRun struct {
 	e         *Engine
 	seg       *segment
@@ -176,12 +176,12 @@ func (tr *tierRun) ended(chain bool) *tierRun {
 		ts := &seg.s.Tiers[tr.tier]
 		ts.ElapsedMs, ts.Status = blackboard.Millis(now.Sub(tr.start)), faultsummary.TierOK
 		next := tr.e.newTierRun(seg, tr.tier+1, now)
-		next.runners.Store(1)
-		next.pending.Store(int32(len(next.mods)) + 1) // +1 until set up
-		next.watchStall(now, seg.margin)
-		if nx := next.finish(1, true); nx != nil || len(next.mods) == 0 {
-			return nx // an empty tier: chained past, or handed back
+		if len(next.mods) == 0 {
+			return next.ended(true) // nothing to run: closed at once
 		}
+		next.runners.Store(1)
+		next.pending.Store(int32(len(next.mods)))
+		next.watchStall(now, seg.margin)
 		return next
 	}
 	seg.end = tr

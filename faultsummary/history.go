@@ -116,31 +116,27 @@ func plain(m *Module) bool {
 func (h *History) compact(s *Summary) *Summary {
 	n := s.NumModules()
 	r := h.roster
-	id := any(nil)
+	var id any
 	if s.src != nil {
 		id = s.src.Identity()
 	}
-	if r == nil || len(r.lines) != n || id == nil || id != r.id {
-		if r == nil || len(r.lines) != n || !r.matches(s) {
-			r = &roster{lines: make([]rosterLine, n)}
-			for i := range n {
-				m := s.ModuleAt(i)
-				r.lines[i] = rosterLine{name: m.Name, tier: m.Tier, breaker: m.Breaker, key: m.Served.Key, tierIndex: m.TierIndex}
-			}
+	sameID := r != nil && id != nil && id == r.id && len(r.lines) == n
+	if !sameID && (r == nil || len(r.lines) != n || !r.matches(s)) {
+		r = &roster{lines: make([]rosterLine, n)}
+		for i := range n {
+			m := s.ModuleAt(i)
+			r.lines[i] = rosterLine{name: m.Name, tier: m.Tier, breaker: m.Breaker, key: m.Served.Key, tierIndex: m.TierIndex}
 		}
-		r.id = id
-		h.roster = r
 	}
+	r.id = id
+	h.roster = r
 	c := *s
 	c.Compacted = true
 	c.lines, c.src, c.mat = nil, nil, nil
 	p := &packing{roster: r}
 	for i := range n {
-		if s.src != nil && s.src.Plain(i) {
-			continue
-		}
-		if m := s.ModuleAt(i); s.src != nil || !plain(&m) {
-			c.lines = append(c.lines, m)
+		if !s.plainAt(i) {
+			c.lines = append(c.lines, s.ModuleAt(i))
 			p.idx = append(p.idx, int32(i))
 		}
 	}

@@ -265,6 +265,14 @@ func (s *Summary) moduleStatus(i int) Status {
 	return s.src.Status(i)
 }
 
+// plainAt reports whether line i is plain (see plain) without building it when it need not.
+func (s *Summary) plainAt(i int) bool {
+	if s.src == nil {
+		return plain(&s.lines[i])
+	}
+	return s.src.Plain(i)
+}
+
 // wireSummary is the summary as encoded: its fields and its module lines.
 type wireSummary struct {
 	*summaryFields

@@ -10,8 +10,8 @@
 // or blocking ones each on a dedicated goroutine of its own (at most one per module, so
 // "at most one outstanding run per module" is structural: a module that ignores its
 // context is simply busy, and it is not started again until it returns). The runner that
-// finishes a clean tier starts the next one itself; the engine handles the tiers that
-// leave it work and takes a tier still running at its deadline (worker.go, "How a tier
-// runs"). Configuration changes (Reload, Register, Deregister) are validated at once and
+// finishes a tier settles it and starts the next one itself; the engine decides what
+// follows a tier that fails (and emergency mode) and takes a tier still running at its
+// deadline (worker.go, "How a tier runs"). Configuration changes (Reload, Register, Deregister) are validated at once and
 // applied at the next tick boundary.
 package cycle

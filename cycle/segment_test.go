@@ -2,16 +2,21 @@ package cycle
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/cycled/cycled/blackboard"
+	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/tiers"
 )
 
 // segmentEngine is an engine with tiers a (200 ms), b (50 ms) and c (100 ms) of one
-// module each, and a segment of one tick over them (nothing runs: the tests drive it).
+// module each (mb fails fast when it fails), and a segment of one tick over them
+// (nothing runs: the tests drive it).
 func segmentEngine(t *testing.T, emergency bool) (*Engine, *segment) {
 	t.Helper()
 	e := newEngine(t, Config{Tiers: []tiers.Tier{
@@ -21,28 +26,42 @@ func segmentEngine(t *testing.T, emergency bool) (*Engine, *segment) {
 	}}, []Registration{reg("ma", "a", ok(1)), reg("mb", "b", ok(2)), reg("mc", "c", ok(3))})
 	st := e.activeView.Load()
 	s := &faultsummary.Summary{Tiers: make([]faultsummary.Tier, len(st.cfg.Tiers))}
-	return e, &segment{st: st, ctx: context.Background(), s: s, tick: 1, emergency: emergency, done: make(chan struct{})}
+	start := time.Now()
+	tl := newTickLines(st, 1, start, newLineBuf(len(st.lines)), 0)
+	s.SetLines(tl)
+	return e, &segment{st: st, ctx: context.Background(), s: s, tl: tl, tick: 1, tickStart: start,
+		emergency: emergency, done: make(chan struct{})}
 }
 
-// How a tier whose last module finished is closed: the next tier starts at once when a
-// runner finished a clean tier of a segment that can go on; otherwise the tier goes back
-// to the engine; a tier the engine took at its deadline is left to it.
+// How a tier whose last module finished is closed. A runner settles the tier's exceptions
+// itself and starts the next tier when the tick can go on without the engine; a tier that
+// failed, the safety tier failing (emergency mode is the engine's), and the last tier go
+// back to the engine settled; a tier finished by the engine or a module's own goroutine,
+// or in emergency mode, goes back unsettled; one the engine took at its deadline is left
+// to it.
 func TestTierEnd(t *testing.T) {
+	errT := fault.Transient(errors.New("flaky"))
 	for _, c := range []struct {
 		name      string
 		tier      int
 		chain     bool // finished by a pool runner
 		emergency bool
-		exception bool
+		status    lineStatus // the module's outcome (lsOK: a plain success, no exception)
+		failFast  bool
 		exhausted bool
 		taken     bool
-		want      string // "next", "engine" or "none"
+		want      string // "next", "settled", "engine" or "none"
+		tierWant  faultsummary.TierStatus
 	}{
-		{name: "clean, by a runner", tier: 0, chain: true, want: "next"},
+		{name: "clean, by a runner", tier: 0, chain: true, want: "next", tierWant: faultsummary.TierOK},
 		{name: "clean, by the engine or a module's goroutine", tier: 0, want: "engine"},
-		{name: "last tier", tier: 2, chain: true, want: "engine"},
-		{name: "an exception", tier: 0, chain: true, exception: true, want: "engine"},
-		{name: "budget exhausted", tier: 1, chain: true, exhausted: true, want: "engine"},
+		{name: "last tier", tier: 2, chain: true, want: "settled", tierWant: faultsummary.TierOK},
+		{name: "a retried success", tier: 1, chain: true, status: lsRetried, want: "next", tierWant: faultsummary.TierOK},
+		{name: "a failure", tier: 1, chain: true, status: lsFailed, want: "next", tierWant: faultsummary.TierDegraded},
+		{name: "a failure failing the tier", tier: 1, chain: true, status: lsFailed, failFast: true, want: "settled", tierWant: faultsummary.TierFailed},
+		{name: "the safety tier failing", tier: 0, chain: true, status: lsFailed, want: "settled", tierWant: faultsummary.TierFailed},
+		{name: "a failure, by a module's goroutine", tier: 1, status: lsFailed, want: "engine"},
+		{name: "budget exhausted", tier: 1, chain: true, exhausted: true, want: "next", tierWant: faultsummary.TierOK},
 		{name: "emergency mode", tier: 0, chain: true, emergency: true, want: "engine"},
 		{name: "taken by the engine at the deadline", tier: 0, chain: true, taken: true, want: "none"},
 	} {
@@ -50,7 +69,18 @@ func TestTierEnd(t *testing.T) {
 			e, seg := segmentEngine(t, c.emergency)
 			tr := e.newTierRun(seg, c.tier, time.Now())
 			tr.pending.Store(1)
-			if c.exception {
+			rt := tr.mods[0]
+			if c.failFast {
+				rt.planned.Policy = tiers.FailFast
+			}
+			seg.tl.init(rt).status = c.status
+			switch c.status {
+			case lsRetried:
+				seg.tl.recs[rt.idx].attempts = 2
+				tr.exception(0)
+			case lsFailed:
+				rt.w.permit = rt.br.Acquire()
+				e.kinds[rt.idx], e.errs[rt.idx] = fault.KindTransient, errT
 				tr.exception(0)
 			}
 			tr.budgetExhausted.Store(c.exhausted)
@@ -68,6 +98,8 @@ func TestTierEnd(t *testing.T) {
 			switch {
 			case next != nil && !closed:
 				got = "next"
+			case next == nil && closed && seg.end == tr && tr.settled:
+				got = "settled"
 			case next == nil && closed && seg.end == tr:
 				got = "engine"
 			case next != nil || closed:
@@ -76,21 +108,45 @@ func TestTierEnd(t *testing.T) {
 			if got != c.want {
 				t.Fatalf("tier end: %s, want %s", got, c.want)
 			}
+			ts := seg.s.Tiers[c.tier]
 			switch got {
 			case "next":
 				if next.tier != c.tier+1 || seg.cur.Load() != next || !tr.closed.Load() {
 					t.Fatalf("next tier %d, current %v, closed %v", next.tier, seg.cur.Load() == next, tr.closed.Load())
 				}
-				if ts := seg.s.Tiers[c.tier]; ts.Status != faultsummary.TierOK {
-					t.Fatalf("the chained tier's line: %+v", ts)
-				}
 				if next.deadline.Sub(next.start) != seg.st.cfg.Tiers[c.tier+1].Budget {
 					t.Fatal("the next tier's deadline is not its start plus its budget")
 				}
-			case "engine":
-				if seg.s.Tiers[c.tier].Status != "" {
-					t.Fatal("a tier handed back must be left to the engine")
+			case "engine", "none":
+				if ts.Status != "" {
+					t.Fatal("a tier handed back unsettled must be left to the engine")
 				}
+				return
+			}
+			// Settled by the runner: the tier's line and the summary's lists are filled.
+			if ts.Status != c.tierWant {
+				t.Fatalf("tier status %q, want %q", ts.Status, c.tierWant)
+			}
+			if ts.BudgetExhausted != c.exhausted || slices.Contains(seg.s.BudgetViolations, seg.st.cfg.Tiers[c.tier].Name) != c.exhausted {
+				t.Fatalf("budget exhausted %v, violations %v; want %v", ts.BudgetExhausted, seg.s.BudgetViolations, c.exhausted)
+			}
+			if got := seg.s.RetryCounts[rt.name]; got != map[bool]int{true: 1}[c.status == lsRetried] {
+				t.Fatalf("retry count %d", got)
+			}
+			failed := c.status == lsFailed
+			if degraded := slices.Contains(seg.s.DegradedKeys, rt.key+" (none)"); degraded != failed {
+				t.Fatalf("degraded keys %v (module failed: %v)", seg.s.DegradedKeys, failed)
+			}
+			m := seg.s.ModuleAt(rt.idx)
+			if failed && (m.Error != errT.Error() || m.FaultKind != fault.KindTransient.String() || m.Served.Source != blackboard.None) {
+				t.Fatalf("failed module's line: %+v", m)
+			}
+			// The first tier's modules fail fast by default.
+			if want := failed && (c.failFast || c.tier == 0); tr.settled && tr.out.failed != want {
+				t.Fatalf("outcome failed %v, want %v", tr.out.failed, want)
+			}
+			if tr.settled && tr.out.safetyFailed != (c.tier == 0 && failed) {
+				t.Fatalf("safety failed %v", tr.out.safetyFailed)
 			}
 		})
 	}

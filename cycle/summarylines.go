@@ -104,7 +104,8 @@ func (l *tickLines) init(rt *modRT) *lineRec {
 	return r
 }
 
-// extra returns the extras of line i, adding them if it has none. Engine only.
+// extra returns the extras of line i, adding them if it has none. Only the goroutine that
+// settles a tier (see tierRun.settle) calls it.
 func (l *tickLines) extra(i int) *lineEx {
 	r := &l.recs[i]
 	if r.ex == 0 {

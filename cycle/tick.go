@@ -230,11 +230,11 @@ func (e *Engine) serveFallback(s *faultsummary.Summary, tl *tickLines, rt *modRT
 	if degraded || ent.Expired {
 		switch {
 		case ent.Expired:
-			s.DegradedKeys = append(s.DegradedKeys, rt.key+" (expired)")
+			s.DegradedKeys = append(s.DegradedKeys, tl.st.degradedKey(rt, true))
 		case ent.Source == blackboard.LastGood:
 			s.DegradedKeys = append(s.DegradedKeys, rt.key)
 		case failed || degraded:
-			s.DegradedKeys = append(s.DegradedKeys, rt.key+" (none)")
+			s.DegradedKeys = append(s.DegradedKeys, tl.st.degradedKey(rt, false))
 		}
 	}
 	e.board.Set(rt.bslot, ti, ent)
@@ -249,16 +249,15 @@ type tierOutcome struct {
 }
 
 func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tickStart time.Time, s *faultsummary.Summary, tl *tickLines) (tierOutcome, int) {
-	var out tierOutcome
-	seg := &segment{st: st, ctx: ctx, s: s, tl: tl, tick: id, emergency: e.em.active, done: make(chan struct{})}
+	seg := &segment{st: st, ctx: ctx, s: s, tl: tl, tick: id, tickStart: tickStart, emergency: e.em.active, done: make(chan struct{})}
 	if st.cfg.Timing == Precise && e.realClock {
 		seg.margin = st.cfg.PreciseMargin
 	}
 	first := e.newTierRun(seg, ti, e.clock.Now())
 	first.pending.Store(int32(len(first.mods)) + 1) // +1 held by the engine until the runners are woken
 
-	// The runners admit, run and commit the modules; the engine handles what they leave
-	// as exceptions (failures, fallbacks, retries) once the tier is over.
+	// The runners admit, run and commit the modules; what they leave as exceptions
+	// (failures, fallbacks, retries) is handled once the tier is over (settle).
 	if len(first.mods) > 0 {
 		// One runner to start with: it wakes more if the tier is long enough to be worth it.
 		first.runners.Store(1)
@@ -273,14 +272,30 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 		runtime.Gosched()
 	}
 	tr, timedOut := e.wait(seg, first)
-	ti = tr.tier
-	mods := tr.mods
-	tier := &st.cfg.Tiers[ti]
-	ts := &s.Tiers[ti]
+	if tr.settled {
+		return tr.out, tr.tier // the runner that ended it handled its exceptions
+	}
 	var late []int32
 	if timedOut {
 		late = tr.settleAtDeadline()
 	}
+	out, _ := tr.settle(late, timedOut)
+	return out, tr.tier
+}
+
+// settle handles what the runs of tr left as exceptions (failures, fallbacks, retry
+// counts, late modules) and fills the tier's line. late are the modules the engine found
+// still running or never started when it took the tier at its deadline (timedOut). The
+// goroutine that closes the tier settles it: the runner that finished its last module
+// (which may then go on to the next tier), or the engine. It returns the tier's outcome
+// and the time the tier ended.
+func (tr *tierRun) settle(late []int32, timedOut bool) (tierOutcome, time.Time) {
+	var out tierOutcome
+	e, seg := tr.e, tr.seg
+	s, tl, st, ti, id, tickStart := seg.s, seg.tl, seg.st, tr.tier, seg.tick, seg.tickStart
+	mods := tr.mods
+	tier := &st.cfg.Tiers[ti]
+	ts := &s.Tiers[ti]
 	tr.cancel()
 	tStart, tEnd := tr.start, e.clock.Now()
 	if tr.budgetExhausted.Load() {
@@ -394,7 +409,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 			}
 		}
 	}
-	return out, ti
+	return out, tEnd
 }
 
 // smallTier is the most modules a tier may have for the engine to yield to its runner

@@ -28,9 +28,9 @@ import (
 // consecutive runs under fastLatency make it fast again; see nextFast), or hands it to the
 // module's dedicated goroutine (slow or blocking modules), so that blocking modules still
 // run fully concurrently. The goroutine that ran a module commits a success itself
-// (breaker, last-known-good, blackboard, summary line); everything else is left to the
-// engine as an exception, handled serially once the tier is over; a tier that leaves none
-// is closed by the runner that finishes it, which starts the next tier itself (segment).
+// (breaker, last-known-good, blackboard, summary line); everything else is left as an
+// exception, handled serially once the tier is over by whoever closes it (settle): the
+// runner that finishes it, which then starts the next tier itself (segment), or the engine.
 // Should a fast module block unexpectedly, the tier's stall check (watchStall) sees it
 // make no progress for stallCheck and wakes more runners for the modules not yet claimed.
 //
@@ -94,6 +94,10 @@ type tierRun struct {
 
 	lastProgress atomic.Int64 // modules finished at the last stall check (see watchStall)
 
+	// Set by the runner that settled the tier (see ended) before it hands it back.
+	settled bool
+	out     tierOutcome
+
 	// The counters live on their own cache lines: runners on different cores hit them.
 	_        [64]byte
 	next     atomic.Int64 // index of the next module to claim
@@ -115,19 +119,21 @@ const (
 )
 
 // segment is a run of consecutive tiers of one tick that the runners go through without
-// the engine. A tier that ends clean (every module admitted and a plain success or not
-// due, none late, the budget not exhausted) is followed at once by the next, started by
-// the runner that finished it: a clean tick costs the engine two thread hand-offs (wake a
-// runner, be woken at the end) instead of two per tier, which on two cores were a fifth
-// to a third of a tick of 500 trivial modules. The first tier that leaves work to the
-// engine, the last tier, or a tier the engine takes at its deadline ends the segment; the
-// engine handles that tier as before and starts a new segment for the next.
+// the engine. The runner that finishes a tier settles it (its exceptions: fallbacks,
+// breaker failures, retry counts, degraded keys) and starts the next: a tick costs the
+// engine two thread hand-offs (wake a runner, be woken at the end) instead of two per
+// tier, which on two cores were a fifth to a third of a tick of 500 trivial modules. A
+// tier that fails or aborts the tick or fails the safety tier (the engine decides what
+// follows: stop, emergency mode), the last tier, any tier in emergency mode, and a tier
+// the engine takes at its deadline end the segment; the engine settles the tier if the
+// runner did not, and starts a new segment for the next.
 type segment struct {
 	st        *state
 	ctx       context.Context // the tick's
 	s         *faultsummary.Summary
 	tl        *tickLines
 	tick      uint64
+	tickStart time.Time     // the tick's start (the time fallbacks are aged at)
 	emergency bool          // emergency mode at the segment's start: then it never chains
 	margin    time.Duration // the precise wait's margin (0 for coarse)
 	cur       atomic.Pointer[tierRun]
@@ -162,27 +168,32 @@ func (tr *tierRun) finish(n int, chain bool) *tierRun {
 }
 
 // ended closes a tier whose modules have all finished, unless the engine took it at the
-// deadline. If chain is set and the tier is clean, it returns the next tier, started;
-// otherwise it hands the tier back to the engine.
+// deadline. If chain is set (a runner ends it) and the tick is not in emergency mode, the
+// runner settles the tier's exceptions itself and, unless the tier failed, aborted or
+// failed the safety tier (the engine decides what follows), returns the next tier,
+// started; otherwise it hands the tier back to the engine, settled or not.
 func (tr *tierRun) ended(chain bool) *tierRun {
 	if !tr.owner.CompareAndSwap(tierOpen, tierEnded) {
 		return nil // the engine is settling it at the deadline
 	}
 	tr.closed.Store(true) // a runner woken late finds nothing left to do
 	seg := tr.seg
-	if chain && !seg.emergency && tr.tier+1 < len(seg.st.cfg.Tiers) && tr.excN.Load() == 0 && !tr.budgetExhausted.Load() {
-		now := tr.e.clock.Now()
-		tr.cancel()
-		ts := &seg.s.Tiers[tr.tier]
-		ts.ElapsedMs, ts.Status = blackboard.Millis(now.Sub(tr.start)), faultsummary.TierOK
-		next := tr.e.newTierRun(seg, tr.tier+1, now)
-		if len(next.mods) == 0 {
-			return next.ended(true) // nothing to run: closed at once
+	if chain && !seg.emergency {
+		out, now := tr.settle(nil, false)
+		if !out.failed && !out.abort && !out.safetyFailed && tr.tier+1 < len(seg.st.cfg.Tiers) {
+			if tr.excN.Load() > 0 {
+				now = tr.e.clock.Now() // the next tier's budget starts after the exceptions
+			}
+			next := tr.e.newTierRun(seg, tr.tier+1, now)
+			if len(next.mods) == 0 {
+				return next.ended(true) // nothing to run: closed at once
+			}
+			next.runners.Store(1)
+			next.pending.Store(int32(len(next.mods)))
+			next.watchStall(next.start, seg.margin)
+			return next
 		}
-		next.runners.Store(1)
-		next.pending.Store(int32(len(next.mods)))
-		next.watchStall(now, seg.margin)
-		return next
+		tr.settled, tr.out = true, out
 	}
 	seg.end = tr
 	close(seg.done)

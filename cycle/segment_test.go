@@ -33,12 +33,12 @@ func segmentEngine(t *testing.T, emergency bool) (*Engine, *segment) {
 		emergency: emergency, done: make(chan struct{})}
 }
 
-// How a tier whose last module finished is closed. A runner settles the tier's exceptions
-// itself and starts the next tier when the tick can go on without the engine; a tier that
-// failed, the safety tier failing (emergency mode is the engine's), and the last tier go
-// back to the engine settled; a tier finished by the engine or a module's own goroutine,
-// or in emergency mode, goes back unsettled; one the engine took at its deadline is left
-// to it.
+// How a tier whose last module finished is closed. Whoever finished it settles it (its
+// exceptions and its line). A runner then starts the next tier when the tick can go on
+// without the engine; a tier that failed, the safety tier failing (emergency mode is the
+// engine's), the last tier, a tier in emergency mode and a tier finished by the engine or
+// a module's own goroutine go back to the engine, settled; one the engine took at its
+// deadline is left to it.
 func TestTierEnd(t *testing.T) {
 	errT := fault.Transient(errors.New("flaky"))
 	for _, c := range []struct {
@@ -50,19 +50,19 @@ func TestTierEnd(t *testing.T) {
 		failFast  bool
 		exhausted bool
 		taken     bool
-		want      string // "next", "settled", "engine" or "none"
+		want      string // "next", "engine" (handed back) or "none"
 		tierWant  faultsummary.TierStatus
 	}{
 		{name: "clean, by a runner", tier: 0, chain: true, want: "next", tierWant: faultsummary.TierOK},
-		{name: "clean, by the engine or a module's goroutine", tier: 0, want: "engine"},
-		{name: "last tier", tier: 2, chain: true, want: "settled", tierWant: faultsummary.TierOK},
+		{name: "clean, by the engine or a module's goroutine", tier: 0, want: "engine", tierWant: faultsummary.TierOK},
+		{name: "last tier", tier: 2, chain: true, want: "engine", tierWant: faultsummary.TierOK},
 		{name: "a retried success", tier: 1, chain: true, status: lsRetried, want: "next", tierWant: faultsummary.TierOK},
 		{name: "a failure", tier: 1, chain: true, status: lsFailed, want: "next", tierWant: faultsummary.TierDegraded},
-		{name: "a failure failing the tier", tier: 1, chain: true, status: lsFailed, failFast: true, want: "settled", tierWant: faultsummary.TierFailed},
-		{name: "the safety tier failing", tier: 0, chain: true, status: lsFailed, want: "settled", tierWant: faultsummary.TierFailed},
-		{name: "a failure, by a module's goroutine", tier: 1, status: lsFailed, want: "engine"},
+		{name: "a failure failing the tier", tier: 1, chain: true, status: lsFailed, failFast: true, want: "engine", tierWant: faultsummary.TierFailed},
+		{name: "the safety tier failing", tier: 0, chain: true, status: lsFailed, want: "engine", tierWant: faultsummary.TierFailed},
+		{name: "a failure, by a module's goroutine", tier: 1, status: lsFailed, want: "engine", tierWant: faultsummary.TierDegraded},
 		{name: "budget exhausted", tier: 1, chain: true, exhausted: true, want: "next", tierWant: faultsummary.TierOK},
-		{name: "emergency mode", tier: 0, chain: true, emergency: true, want: "engine"},
+		{name: "emergency mode", tier: 0, chain: true, emergency: true, want: "engine", tierWant: faultsummary.TierOK},
 		{name: "taken by the engine at the deadline", tier: 0, chain: true, taken: true, want: "none"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,8 +98,6 @@ func TestTierEnd(t *testing.T) {
 			switch {
 			case next != nil && !closed:
 				got = "next"
-			case next == nil && closed && seg.end == tr && tr.settled:
-				got = "settled"
 			case next == nil && closed && seg.end == tr:
 				got = "engine"
 			case next != nil || closed:
@@ -117,13 +115,13 @@ func TestTierEnd(t *testing.T) {
 				if next.deadline.Sub(next.start) != seg.st.cfg.Tiers[c.tier+1].Budget {
 					t.Fatal("the next tier's deadline is not its start plus its budget")
 				}
-			case "engine", "none":
+			case "none":
 				if ts.Status != "" {
-					t.Fatal("a tier handed back unsettled must be left to the engine")
+					t.Fatal("a tier the engine took must be left to it")
 				}
 				return
 			}
-			// Settled by the runner: the tier's line and the summary's lists are filled.
+			// Settled by whoever ended it: the tier's line and the summary's lists are filled.
 			if ts.Status != c.tierWant {
 				t.Fatalf("tier status %q, want %q", ts.Status, c.tierWant)
 			}
@@ -142,10 +140,10 @@ func TestTierEnd(t *testing.T) {
 				t.Fatalf("failed module's line: %+v", m)
 			}
 			// The first tier's modules fail fast by default.
-			if want := failed && (c.failFast || c.tier == 0); tr.settled && tr.out.failed != want {
+			if want := failed && (c.failFast || c.tier == 0); got == "engine" && tr.out.failed != want {
 				t.Fatalf("outcome failed %v, want %v", tr.out.failed, want)
 			}
-			if tr.settled && tr.out.safetyFailed != (c.tier == 0 && failed) {
+			if got == "engine" && tr.out.safetyFailed != (c.tier == 0 && failed) {
 				t.Fatalf("safety failed %v", tr.out.safetyFailed)
 			}
 		})

@@ -272,14 +272,10 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 		runtime.Gosched()
 	}
 	tr, timedOut := e.wait(seg, first)
-	if tr.settled {
-		return tr.out, tr.tier // the runner that ended it handled its exceptions
+	if !timedOut {
+		return tr.out, tr.tier // the goroutine that ended it settled it
 	}
-	var late []int32
-	if timedOut {
-		late = tr.settleAtDeadline()
-	}
-	out, _ := tr.settle(late, timedOut)
+	out, _ := tr.settle(tr.settleAtDeadline(), true)
 	return out, tr.tier
 }
 

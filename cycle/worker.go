@@ -30,7 +30,8 @@ import (
 // run fully concurrently. The goroutine that ran a module commits a success itself
 // (breaker, last-known-good, blackboard, summary line); everything else is left as an
 // exception, handled serially once the tier is over by whoever closes it (settle): the
-// runner that finishes it, which then starts the next tier itself (segment), or the engine.
+// goroutine that finishes its last module (a runner then starts the next tier itself,
+// see segment), or the engine when it takes the tier at its deadline.
 // Should a fast module block unexpectedly, the tier's stall check (watchStall) sees it
 // make no progress for stallCheck and wakes more runners for the modules not yet claimed.
 //
@@ -94,9 +95,9 @@ type tierRun struct {
 
 	lastProgress atomic.Int64 // modules finished at the last stall check (see watchStall)
 
-	// Set by the runner that settled the tier (see ended) before it hands it back.
-	settled bool
-	out     tierOutcome
+	// The outcome, set by the goroutine that ended the tier (see ended) before it hands
+	// it back; the engine settles a tier it takes at the deadline itself.
+	out tierOutcome
 
 	// The counters live on their own cache lines: runners on different cores hit them.
 	_        [64]byte
@@ -124,9 +125,10 @@ const (
 // engine two thread hand-offs (wake a runner, be woken at the end) instead of two per
 // tier, which on two cores were a fifth to a third of a tick of 500 trivial modules. A
 // tier that fails or aborts the tick or fails the safety tier (the engine decides what
-// follows: stop, emergency mode), the last tier, any tier in emergency mode, and a tier
-// the engine takes at its deadline end the segment; the engine settles the tier if the
-// runner did not, and starts a new segment for the next.
+// follows: stop, emergency mode), the last tier, any tier in emergency mode, a tier whose
+// last module finished on its own goroutine, and a tier the engine takes at its deadline
+// end the segment; the engine settles only the tier it took, and starts a new segment for
+// the next.
 type segment struct {
 	st        *state
 	ctx       context.Context // the tick's
@@ -168,33 +170,32 @@ func (tr *tierRun) finish(n int, chain bool) *tierRun {
 }
 
 // ended closes a tier whose modules have all finished, unless the engine took it at the
-// deadline. If chain is set (a runner ends it) and the tick is not in emergency mode, the
-// runner settles the tier's exceptions itself and, unless the tier failed, aborted or
-// failed the safety tier (the engine decides what follows), returns the next tier,
-// started; otherwise it hands the tier back to the engine, settled or not.
+// deadline. The goroutine that finished the tier's last module settles it (its
+// exceptions, its summary line). A runner (chain set) then returns the next tier,
+// started, unless the tick is in emergency mode, the tier failed or aborted the tick, or
+// it failed the safety tier: those, and the last tier, go back to the engine, which
+// decides what follows. A module's own goroutine (or the engine) hands the tier back.
 func (tr *tierRun) ended(chain bool) *tierRun {
 	if !tr.owner.CompareAndSwap(tierOpen, tierEnded) {
 		return nil // the engine is settling it at the deadline
 	}
 	tr.closed.Store(true) // a runner woken late finds nothing left to do
 	seg := tr.seg
-	if chain && !seg.emergency {
-		out, now := tr.settle(nil, false)
-		if !out.failed && !out.abort && !out.safetyFailed && tr.tier+1 < len(seg.st.cfg.Tiers) {
-			if tr.excN.Load() > 0 {
-				now = tr.e.clock.Now() // the next tier's budget starts after the exceptions
-			}
-			next := tr.e.newTierRun(seg, tr.tier+1, now)
-			if len(next.mods) == 0 {
-				return next.ended(true) // nothing to run: closed at once
-			}
-			next.runners.Store(1)
-			next.pending.Store(int32(len(next.mods)))
-			next.watchStall(next.start, seg.margin)
-			return next
+	out, now := tr.settle(nil, false)
+	if chain && !seg.emergency && !out.failed && !out.abort && !out.safetyFailed && tr.tier+1 < len(seg.st.cfg.Tiers) {
+		if tr.excN.Load() > 0 {
+			now = tr.e.clock.Now() // the next tier's budget starts after the exceptions
 		}
-		tr.settled, tr.out = true, out
+		next := tr.e.newTierRun(seg, tr.tier+1, now)
+		if len(next.mods) == 0 {
+			return next.ended(true) // nothing to run: closed at once
+		}
+		next.runners.Store(1)
+		next.pending.Store(int32(len(next.mods)))
+		next.watchStall(next.start, seg.margin)
+		return next
 	}
+	tr.out = out
 	seg.end = tr
 	close(seg.done)
 	return nil

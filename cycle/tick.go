@@ -275,6 +275,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	if !timedOut {
 		return tr.out, tr.tier // the goroutine that ended it settled it
 	}
+	tr.ctx.expire() // the modules still running see their deadline
 	out, _ := tr.settle(tr.settleAtDeadline(), true)
 	return out, tr.tier
 }
@@ -292,7 +293,7 @@ func (tr *tierRun) settle(late []int32, timedOut bool) (tierOutcome, time.Time) 
 	mods := tr.mods
 	tier := &st.cfg.Tiers[ti]
 	ts := &s.Tiers[ti]
-	tr.cancel()
+	tr.ctx.stop()
 	tStart, tEnd := tr.start, e.clock.Now()
 	if tr.budgetExhausted.Load() {
 		ts.BudgetExhausted = true

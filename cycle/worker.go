@@ -76,8 +76,7 @@ type tierRun struct {
 	e         *Engine
 	seg       *segment
 	tick      uint64
-	ctx       context.Context
-	cancel    context.CancelFunc
+	ctx       *tierCtx // cancelled by the engine when it takes the tier, or at the tier's end
 	start     time.Time
 	deadline  time.Time
 	backoff   retrybudget.Backoff
@@ -148,8 +147,7 @@ func (e *Engine) newTierRun(seg *segment, ti int, now time.Time) *tierRun {
 	tier := &seg.st.cfg.Tiers[ti]
 	mods := seg.st.tierMods[ti]
 	deadline := now.Add(tier.Budget)
-	tctx, cancel := e.clock.WithDeadline(seg.ctx, deadline)
-	tr := &tierRun{e: e, seg: seg, tick: seg.tick, ctx: tctx, cancel: cancel, start: now, deadline: deadline,
+	tr := &tierRun{e: e, seg: seg, tick: seg.tick, ctx: newTierCtx(seg.ctx, deadline), start: now, deadline: deadline,
 		backoff: tier.Backoff, retry: tier.Retryable, tier: ti, mods: mods, l: seg.tl,
 		emergency: seg.emergency, exc: make([]int32, len(mods))}
 	seg.cur.Store(tr)

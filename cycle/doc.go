@@ -12,6 +12,6 @@
 // context is simply busy, and it is not started again until it returns). The runner that
 // finishes a tier settles it and starts the next one itself; the engine decides what
 // follows a tier that fails (and emergency mode) and takes a tier still running at its
-// deadline (worker.go, "How a tier runs"). Configuration changes (Reload, Register, Deregister) are validated at once and
-// applied at the next tick boundary.
+// deadline (worker.go, "How a tier runs"). Configuration changes (Reload, Register,
+// Deregister) are validated at once and applied at the next tick boundary.
 package cycle

@@ -283,9 +283,9 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 // settle handles what the runs of tr left as exceptions (failures, fallbacks, retry
 // counts, late modules) and fills the tier's line. late are the modules the engine found
 // still running or never started when it took the tier at its deadline (timedOut). The
-// goroutine that closes the tier settles it: the runner that finished its last module
-// (which may then go on to the next tier), or the engine. It returns the tier's outcome
-// and the time the tier ended.
+// goroutine that closes the tier settles it: the one that finished its last module (a
+// runner may then go on to the next tier, see tierRun.ended), or the engine when it takes
+// the tier at its deadline. It returns the tier's outcome and the time the tier ended.
 func (tr *tierRun) settle(late []int32, timedOut bool) (tierOutcome, time.Time) {
 	var out tierOutcome
 	e, seg := tr.e, tr.seg

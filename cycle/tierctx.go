@@ -8,13 +8,14 @@ import (
 // tierCtx is the context a tier's modules run under. It carries the tier's deadline but
 // no timer of its own: the engine, which waits for that deadline anyway, cancels it with
 // DeadlineExceeded when it takes the tier (expire), and the tier's end cancels it
-// otherwise (stop). With a context.WithDeadline, two timers fell due at the same instant,
-// the context's and the engine's; the context's woke the modules that honour it, which
-// then ended the tier one goroutine hand-off before the engine's timer ran (it sat in
-// another thread's timer heap), so that a tier ended later than its deadline by a
-// hand-off more than it needs to. One timer per tier also allocates less. The modules'
-// contexts are cancelled when the engine takes the tier: at the deadline with precise
-// timing, as late as a Go timer with coarse timing.
+// otherwise (stop). Under a context.WithDeadline two timers fell due at the same instant,
+// the context's and the engine's, and the modules that honour their context were
+// cancelled by the context's, up to a millisecond late, even when the engine kept the
+// deadline to the microsecond (precise timing); the engine's own timer, in another
+// thread's timer heap, often ran only after those modules had ended the tier. Now the
+// modules' contexts are cancelled when the engine takes the tier: at the deadline with
+// precise timing, as late as a Go timer with coarse timing. One timer per tier also
+// allocates less.
 //
 // It reads as a context.WithDeadline's would: Err is DeadlineExceeded once the deadline
 // has cancelled it (and for contexts derived from it, which it cancels through its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -140,11 +141,11 @@ func TestTierEnd(t *testing.T) {
 				t.Fatalf("failed module's line: %+v", m)
 			}
 			// The first tier's modules fail fast by default.
-			if want := failed && (c.failFast || c.tier == 0); got == "engine" && tr.out.failed != want {
-				t.Fatalf("outcome failed %v, want %v", tr.out.failed, want)
+			if want := failed && (c.failFast || c.tier == 0); got == "engine" && seg.out.failed != want {
+				t.Fatalf("outcome failed %v, want %v", seg.out.failed, want)
 			}
-			if got == "engine" && tr.out.safetyFailed != (c.tier == 0 && failed) {
-				t.Fatalf("safety failed %v", tr.out.safetyFailed)
+			if got == "engine" && seg.out.safetyFailed != (c.tier == 0 && failed) {
+				t.Fatalf("safety failed %v", seg.out.safetyFailed)
 			}
 		})
 	}
@@ -211,4 +212,32 @@ func TestChainedTierTakenAtItsDeadline(t *testing.T) {
 		time.Sleep(time.Second) // virtual: the hung module returns
 		synctest.Wait()
 	})
+}
+
+// A tier's exception list is made at its first exception (most tiers have none) and
+// records every exception exactly once when runners report them concurrently.
+func TestTierExceptions(t *testing.T) {
+	tr := &tierRun{mods: make([]*modRT, 64)}
+	if got := tr.exceptions([]int32{7}); !slices.Equal(got, []int32{7}) || tr.exc.Load() != nil {
+		t.Fatalf("a tier without exceptions: %v, list made %v", got, tr.exc.Load() != nil)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for j := g * 8; j < g*8+8; j++ {
+				tr.exception(j)
+			}
+		})
+	}
+	wg.Wait()
+	got := tr.exceptions(nil)
+	slices.Sort(got)
+	for j, x := range got {
+		if int(x) != j {
+			t.Fatalf("exceptions %v, want 0…63 once each", got)
+		}
+	}
+	if len(got) != 64 {
+		t.Fatalf("%d exceptions, want 64", len(got))
+	}
 }

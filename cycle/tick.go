@@ -273,7 +273,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	}
 	tr, timedOut := e.wait(seg, first)
 	if !timedOut {
-		return tr.out, tr.tier // the goroutine that ended it settled it
+		return seg.out, tr.tier // the goroutine that ended it settled it
 	}
 	tr.ctx.expire() // the modules still running see their deadline
 	out, _ := tr.settle(tr.settleAtDeadline(), true)
@@ -299,7 +299,7 @@ func (tr *tierRun) settle(late []int32, timedOut bool) (tierOutcome, time.Time) 
 		ts.BudgetExhausted = true
 	}
 
-	exc := append(tr.exc[:tr.excN.Load()], late...)
+	exc := tr.exceptions(late)
 	slices.Sort(exc)
 	for _, j := range exc {
 		rt := mods[j]

@@ -89,14 +89,10 @@ type tierRun struct {
 
 	closed          atomic.Bool // set by the engine at the deadline: runners stop claiming
 	budgetExhausted atomic.Bool
-	exc             []int32 // indexes in mods left to the engine
+	exc             atomic.Pointer[excList] // the modules left as exceptions; made at the first
 	excN            atomic.Int32
 
 	lastProgress atomic.Int64 // modules finished at the last stall check (see watchStall)
-
-	// The outcome, set by the goroutine that ended the tier (see ended) before it hands
-	// it back; the engine settles a tier it takes at the deadline itself.
-	out tierOutcome
 
 	// The counters live on their own cache lines: runners on different cores hit them.
 	_        [64]byte
@@ -138,8 +134,9 @@ type segment struct {
 	emergency bool          // emergency mode at the segment's start: then it never chains
 	margin    time.Duration // the precise wait's margin (0 for coarse)
 	cur       atomic.Pointer[tierRun]
-	done      chan struct{} // closed once end is set
+	done      chan struct{} // closed once end and out are set
 	end       *tierRun      // the tier handed back to the engine
+	out       tierOutcome   // its outcome, from the goroutine that ended and settled it
 }
 
 // newTierRun starts tier ti of the segment at now and makes it the segment's current tier.
@@ -149,7 +146,7 @@ func (e *Engine) newTierRun(seg *segment, ti int, now time.Time) *tierRun {
 	deadline := now.Add(tier.Budget)
 	tr := &tierRun{e: e, seg: seg, tick: seg.tick, ctx: newTierCtx(seg.ctx, deadline), start: now, deadline: deadline,
 		backoff: tier.Backoff, retry: tier.Retryable, tier: ti, mods: mods, l: seg.tl,
-		emergency: seg.emergency, exc: make([]int32, len(mods))}
+		emergency: seg.emergency}
 	seg.cur.Store(tr)
 	return tr
 }
@@ -193,8 +190,7 @@ func (tr *tierRun) ended(chain bool) *tierRun {
 		next.watchStall(next.start, seg.margin)
 		return next
 	}
-	tr.out = out
-	seg.end = tr
+	seg.end, seg.out = tr, out
 	close(seg.done)
 	return nil
 }
@@ -340,7 +336,29 @@ func (tr *tierRun) admit(n int64) {
 }
 
 // exception leaves module j to the engine.
-func (tr *tierRun) exception(j int) { tr.exc[tr.excN.Add(1)-1] = int32(j) }
+func (tr *tierRun) exception(j int) {
+	n := tr.excN.Add(1) - 1
+	x := tr.exc.Load()
+	if x == nil { // the tier's first exception: most tiers have none
+		x = &excList{idx: make([]int32, len(tr.mods))}
+		if !tr.exc.CompareAndSwap(nil, x) {
+			x = tr.exc.Load()
+		}
+	}
+	x.idx[n] = int32(j)
+}
+
+// excList holds the indexes of a tier's exceptions (one slot per module of the tier).
+type excList struct{ idx []int32 }
+
+// exceptions returns the indexes of the modules left as exceptions, then late.
+func (tr *tierRun) exceptions(late []int32) []int32 {
+	x := tr.exc.Load()
+	if x == nil {
+		return late
+	}
+	return append(x.idx[:tr.excN.Load()], late...)
+}
 
 // claim returns the next chunk [i, k) of modules to process, or ok=false.
 func (tr *tierRun) claim() (i, k int, ok bool) {

@@ -714,7 +714,9 @@ func (w *worker) attempt(ctx context.Context, n int) (err error) {
 		}
 	}()
 	w.in.SetAttempt(n)
-	w.attempts.Store(int32(n))
+	if w.attempts.Load() != int32(n) {
+		w.attempts.Store(int32(n)) // most runs are a first attempt after a first attempt: no store
+	}
 	v, err := w.m.Run(ctx, &w.in)
 	if err == nil {
 		w.res.value = v

@@ -103,25 +103,28 @@ type state struct {
 	tierMods [][]*modRT
 	lines    []*modRT // every module in summary order
 
-	// The keys as listed in degraded_keys when nothing ([2i]) or an expired value
-	// ([2i+1]) is served for line i, made on first need by whoever settles a tier (one
-	// at a time): a module that keeps failing costs no new string per tick.
-	degraded []string
+	// The keys as listed in degraded_keys when nothing (2i) or an expired value (2i+1)
+	// is served for line i, made on first need by whoever settles a tier (one at a time):
+	// a module that keeps failing costs no new string per tick, and only modules that
+	// degraded cost memory.
+	degraded map[int]string
 }
 
 // degradedKey returns the key of rt with " (none)", or " (expired)", for degraded_keys.
 func (st *state) degradedKey(rt *modRT, expired bool) string {
-	if st.degraded == nil {
-		st.degraded = make([]string, 2*len(st.lines))
-	}
 	i, suffix := 2*rt.idx, " (none)"
 	if expired {
 		i, suffix = i+1, " (expired)"
 	}
-	if st.degraded[i] == "" {
-		st.degraded[i] = rt.key + suffix
+	k, ok := st.degraded[i]
+	if !ok {
+		if st.degraded == nil {
+			st.degraded = make(map[int]string)
+		}
+		k = rt.key + suffix
+		st.degraded[i] = k
 	}
-	return st.degraded[i]
+	return k
 }
 
 // regRef is what a state keeps of a registration besides its spec, which it keeps once,

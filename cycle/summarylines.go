@@ -74,7 +74,7 @@ const (
 	lsProbeFailed
 	lsSkipped
 	lsNotDue
-	lsUnstarted // between the runners and the engine only (see statusUnstarted)
+	lsUnstarted // until the tier is settled only (see statusUnstarted)
 )
 
 var lineStatuses = [...]faultsummary.Status{"", faultsummary.StatusOK, faultsummary.StatusRetried,
@@ -82,7 +82,7 @@ var lineStatuses = [...]faultsummary.Status{"", faultsummary.StatusOK, faultsumm
 	faultsummary.StatusProbeOK, faultsummary.StatusProbeFailed, faultsummary.StatusSkipped,
 	faultsummary.StatusNotDue, statusUnstarted}
 
-// nominal reports whether the status is not a degradation of its tier (see runTier).
+// nominal reports whether the status is not a degradation of its tier (see tierRun.settle).
 func (s lineStatus) nominal() bool {
 	switch s {
 	case lsOK, lsRetried, lsProbeOK, lsNotDue, lsSkipped:

@@ -35,8 +35,8 @@ const (
 	errUnstarted statusError = "not started before the tier deadline"
 )
 
-// statusUnstarted marks, between the runners and the engine, a module never started
-// before its tier's deadline; the summary reports it timed_out.
+// statusUnstarted marks, until its tier is settled, a module never started before the
+// tier's deadline; the summary reports it timed_out.
 const statusUnstarted faultsummary.Status = "unstarted"
 
 // Tick runs one tick now and returns its summary. It is refused with ErrNotStepMode while

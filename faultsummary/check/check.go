@@ -262,7 +262,7 @@ func (c *Checker) Check(s *faultsummary.Summary) []Violation {
 		c.violations = append(c.violations, v...)
 		return v
 	}
-	r := &run{c: c, s: s}
+	r := &run{c: c, s: s, mods: s.Modules()}
 	if c.started && s.TickID != c.prev.id+1 {
 		// A gap (or a restart): report it once, then check the rest as a new sequence
 		// rather than comparing across the gap.
@@ -279,9 +279,10 @@ func (c *Checker) Check(s *faultsummary.Summary) []Violation {
 
 // run is the check of one summary.
 type run struct {
-	c   *Checker
-	s   *faultsummary.Summary
-	out []Violation
+	c    *Checker
+	s    *faultsummary.Summary
+	mods []faultsummary.Module // s.Modules(), read once
+	out  []Violation
 
 	byTier [][]int // module line indexes per tier index (lines with a valid tier index)
 	cfgOf  []*Module
@@ -296,9 +297,9 @@ func (r *run) add(rule, format string, args ...any) {
 func (r *run) index() {
 	s, c := r.s, r.c
 	r.byTier = make([][]int, len(s.Tiers))
-	r.cfgOf = make([]*Module, len(s.Modules()))
-	for i := range s.Modules() {
-		m := &s.Modules()[i]
+	r.cfgOf = make([]*Module, len(r.mods))
+	for i := range r.mods {
+		m := &r.mods[i]
 		r.cfgOf[i] = c.mods[m.Name]
 		if m.TierIndex >= 0 && m.TierIndex < len(s.Tiers) {
 			r.byTier[m.TierIndex] = append(r.byTier[m.TierIndex], i)
@@ -387,7 +388,7 @@ func aborts(m *faultsummary.Module, mc *Module) (sure, maybe bool) {
 // stale, listed in degraded_keys): a failing module, or a module of a skipped tier (an
 // emergency-only module outside emergency mode excepted).
 func (r *run) degraded(i int) bool {
-	m := &r.s.Modules()[i]
+	m := &r.mods[i]
 	if failingStatus(m.Status) {
 		return true
 	}
@@ -454,7 +455,7 @@ func (r *run) schema() {
 		}
 	}
 	seen := map[string]bool{}
-	for _, m := range s.Modules() {
+	for _, m := range r.mods {
 		if !validStatus(m.Status) {
 			r.add(RuleSchema, "module %q: status %q is not a module status", m.Name, m.Status)
 		}
@@ -486,7 +487,7 @@ func (r *run) config() {
 			}
 		}
 	}
-	for i, m := range s.Modules() {
+	for i, m := range r.mods {
 		mc := r.cfgOf[i]
 		if mc == nil {
 			r.add(RuleConfig, "module %q is not in the configuration", m.Name)
@@ -553,7 +554,7 @@ func (r *run) budgets() {
 		}
 		timedOut := false
 		for _, i := range r.byTier[ti] {
-			m := &s.Modules()[i]
+			m := &r.mods[i]
 			if m.LatencyMs > t.BudgetMs+tol {
 				r.add(RuleTierBudget, "module %q ran %vms in tier %q of budget %vms", m.Name, m.LatencyMs, t.Name, t.BudgetMs)
 			}
@@ -600,7 +601,7 @@ func (r *run) structure() {
 		// Every module of a skipped tier is skipped.
 		if t.Status == faultsummary.TierSkipped {
 			for _, i := range r.byTier[ti] {
-				if m := &s.Modules()[i]; m.Status != faultsummary.StatusSkipped {
+				if m := &r.mods[i]; m.Status != faultsummary.StatusSkipped {
 					r.add(RuleSkippedTier, "module %q of skipped tier %q has status %s", m.Name, t.Name, m.Status)
 				}
 			}
@@ -629,7 +630,7 @@ func (r *run) structure() {
 		var abortBy, failBy string
 		degraded := false
 		for _, i := range r.byTier[ti] {
-			m := &s.Modules()[i]
+			m := &r.mods[i]
 			if m.Status == faultsummary.StatusSkipped {
 				mc := r.cfgOf[i]
 				if mc != nil && !mc.EmergencyOnly {
@@ -697,8 +698,8 @@ func (r *run) nothingRanAfter(ti int) bool {
 func (r *run) lines() {
 	s := r.s
 	retries := map[string]bool{}
-	for i := range s.Modules() {
-		m := &s.Modules()[i]
+	for i := range r.mods {
+		m := &r.mods[i]
 		mc := r.cfgOf[i]
 		r.attempts(m, mc)
 		r.faultKind(m)
@@ -814,8 +815,7 @@ func (r *run) faultKind(m *faultsummary.Module) {
 
 // served checks the served entry of line i on its own.
 func (r *run) served(i int) {
-	s := r.s
-	m := &s.Modules()[i]
+	m := &r.mods[i]
 	sv := m.Served
 	live := sv.Source == blackboard.Live
 	if produced(m) != live {
@@ -859,8 +859,8 @@ func (r *run) served(i int) {
 func (r *run) degradedKeys() {
 	s := r.s
 	var want []string
-	for i := range s.Modules() {
-		m := &s.Modules()[i]
+	for i := range r.mods {
+		m := &r.mods[i]
 		sv := m.Served
 		switch {
 		case sv.Source == blackboard.Live:
@@ -889,7 +889,7 @@ func (r *run) severity() {
 		crit = crit || t.Status == faultsummary.TierFailed
 		deg = deg || t.Status != faultsummary.TierOK
 	}
-	for _, m := range s.Modules() {
+	for _, m := range r.mods {
 		deg = deg || !nominal(m.Status)
 	}
 	want := faultsummary.OK
@@ -920,7 +920,7 @@ func (r *run) circuits() {
 		}
 	}
 	state := map[string]string{}
-	for _, m := range s.Modules() {
+	for _, m := range r.mods {
 		if r.brResetWindow(m.Breaker) {
 			continue
 		}
@@ -957,7 +957,7 @@ func (r *run) probes() {
 	for ti := range s.Tiers {
 		failed, all := map[string]int{}, map[string]int{}
 		for _, i := range r.byTier[ti] {
-			m := &s.Modules()[i]
+			m := &r.mods[i]
 			switch m.Status {
 			case faultsummary.StatusProbeFailed:
 				failed[m.Breaker]++
@@ -1002,8 +1002,8 @@ func (r *run) stateful() {
 	if !r.hasPrev {
 		return
 	}
-	for i := range s.Modules() {
-		m := &s.Modules()[i]
+	for i := range r.mods {
+		m := &r.mods[i]
 		st := r.modState(m.Name)
 		r.lastGoodAge(i, st)
 		if st.outKnown && !st.maybeOut && m.Status == faultsummary.StatusBusy {
@@ -1038,7 +1038,7 @@ func (r *run) modState(name string) *modState {
 // time from that production to this tick's start.
 func (r *run) lastGoodAge(i int, st *modState) {
 	s := r.s
-	m := &s.Modules()[i]
+	m := &r.mods[i]
 	sv := m.Served
 	if !st.prodKnown || sv.Source == blackboard.Live {
 		return
@@ -1074,7 +1074,7 @@ func (r *run) emergency() {
 	healthyTick := true // every safety module that was due succeeded
 	if len(r.byTier) > 0 {
 		for _, j := range r.byTier[0] {
-			m := &s.Modules()[j]
+			m := &r.mods[j]
 			switch m.Status {
 			case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK,
 				faultsummary.StatusNotDue, faultsummary.StatusSkipped:
@@ -1180,8 +1180,8 @@ func (r *run) emergency() {
 // only while the breaker was open or half-open, or opened by a failure in an earlier tier
 // of the same tick.
 func (r *run) sharedBreaker(i int) {
-	s, c := r.s, r.c
-	m := &s.Modules()[i]
+	c := r.c
+	m := &r.mods[i]
 	if m.Status != faultsummary.StatusOpen && m.Status != faultsummary.StatusProbeOK && m.Status != faultsummary.StatusProbeFailed {
 		return
 	}
@@ -1199,8 +1199,8 @@ func (r *run) sharedBreaker(i int) {
 	if prev != breaker.Closed.String() {
 		return
 	}
-	for j := range s.Modules() {
-		o := &s.Modules()[j]
+	for j := range r.mods {
+		o := &r.mods[j]
 		if o.Breaker == m.Breaker && o.TierIndex < m.TierIndex && failingStatus(o.Status) {
 			return
 		}
@@ -1395,18 +1395,18 @@ func (c *Checker) update(r *run) {
 	s := r.s
 	if !c.started || s.TickID == 1 {
 		// A sequence that does not start at tick 1 knows nothing of earlier productions.
-		for i := range s.Modules() {
-			r.modState(s.Modules()[i].Name)
+		for i := range r.mods {
+			r.modState(r.mods[i].Name)
 		}
 	} else {
-		for i := range s.Modules() {
-			if !c.prev.lines[s.Modules()[i].Name] {
-				c.ms[s.Modules()[i].Name] = &modState{}
+		for i := range r.mods {
+			if !c.prev.lines[r.mods[i].Name] {
+				c.ms[r.mods[i].Name] = &modState{}
 			}
 		}
 	}
-	for i := range s.Modules() {
-		m := &s.Modules()[i]
+	for i := range r.mods {
+		m := &r.mods[i]
 		st := c.ms[m.Name]
 		if produced(m) && m.Served.Source == blackboard.Live {
 			st.prodKnown, st.hasProd, st.prodS, st.prodF = true, true, s.StartedAt, s.FinishedAt
@@ -1426,7 +1426,7 @@ func (c *Checker) update(r *run) {
 	}
 	p := prevTick{id: s.TickID, started: s.StartedAt, finished: s.FinishedAt, em: s.Emergency, emMode: s.EmergencyMode,
 		circuit: map[string]string{}, lines: map[string]bool{}}
-	for _, m := range s.Modules() {
+	for _, m := range r.mods {
 		p.circuit[m.Breaker] = m.CircuitState
 		p.lines[m.Name] = true
 	}

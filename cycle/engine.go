@@ -594,7 +594,7 @@ func (e *Engine) Modules() []ModuleInfo {
 		for _, rt := range ms {
 			seen[rt.name] = true
 			mi := ModuleInfo{Spec: *rt.spec, TierIndex: rt.planned.TierIndex, Attempts: rt.planned.Attempts,
-				Policy: rt.planned.Policy, Origin: st.regs[rt.name].origin, Module: rt.mod, Busy: rt.w.running.Load(),
+				Policy: rt.planned.Policy, Origin: st.regs[rt.name].origin, Module: rt.mod, Busy: rt.w.busy(),
 				LastGood: e.lg.Get(rt.key, now)}
 			if s := latest; s != nil {
 				if rt.idx < s.NumModules() {

@@ -241,3 +241,117 @@ func TestTierExceptions(t *testing.T) {
 		t.Fatalf("%d exceptions, want 64", len(got))
 	}
 }
+
+// The busy bit of a module's phase word: set for a run from admission to return, across
+// ticks when the engine abandons the run, kept by every admission that finds it set (the
+// module is busy), and cleared only by the run's own return. Each row drives module ma
+// (tier a) through ticks 1, 2, … and checks its line and the bit after every step.
+func TestPhaseBusyBit(t *testing.T) {
+	type step struct {
+		// run: a new tick, admitted by a runner; start: a new tick, handed to its own
+		// goroutine, still running; deadline: that tick taken at its deadline; missed: a new
+		// tick taken at its deadline before the module was reached; return: the run started
+		// returns.
+		do       string
+		status   lineStatus // the line's status after the step (for run and deadline)
+		busy     bool       // the bit after the step
+		newState uint64     // the phase state after the step (0: not checked)
+	}
+	for _, c := range []struct {
+		name  string
+		steps []step
+	}{
+		{name: "a run that returns in time", steps: []step{
+			{do: "run", status: lsOK, busy: false, newState: phDone},
+			{do: "run", status: lsOK, busy: false, newState: phDone},
+		}},
+		{name: "an abandoned run is busy until it returns", steps: []step{
+			{do: "start", busy: true, newState: phRunning},
+			{do: "deadline", status: lsTimedOut, busy: true, newState: phAbandoned},
+			{do: "run", status: lsBusy, busy: true, newState: phDone},
+			{do: "missed", status: lsBusy, busy: true, newState: phUnstarted},
+			{do: "return", busy: false, newState: phUnstarted},
+			{do: "run", status: lsOK, busy: false, newState: phDone},
+		}},
+		{name: "it returns before the next tick", steps: []step{
+			{do: "start", busy: true, newState: phRunning},
+			{do: "deadline", status: lsTimedOut, busy: true, newState: phAbandoned},
+			{do: "return", busy: false, newState: phAbandoned},
+			{do: "run", status: lsOK, busy: false, newState: phDone},
+		}},
+		{name: "a module never started is not busy", steps: []step{
+			{do: "missed", status: lsUnstarted, busy: false, newState: phUnstarted},
+			{do: "run", status: lsOK, busy: false, newState: phDone},
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, seg := segmentEngine(t, false)
+			rt := seg.st.tierMods[0][0]
+			w := rt.w
+			var first *tierRun // the tier of the run started at tick 1
+			tick := uint64(0)
+			for k, s := range c.steps {
+				if s.do == "run" || s.do == "start" || s.do == "missed" {
+					tick++
+					seg.tick = tick
+					seg.tl = newTickLines(seg.st, tick, time.Now(), newLineBuf(len(seg.st.lines)), 0)
+				}
+				tr := e.newTierRun(seg, 0, time.Now())
+				switch s.do {
+				case "run":
+					if _, did := tr.process(0, time.Now()); did != finished {
+						t.Fatalf("step %d: process did %d", k, did)
+					}
+				case "start": // admitted and handed to its own goroutine, which has not returned
+					if !w.phase.CompareAndSwap(w.phase.Load(), phase(tick, phAdmitting)) {
+						t.Fatal("admission")
+					}
+					w.permit = rt.br.Acquire()
+					w.phase.Store(phase(tick, phRunning) | busyBit)
+					first = tr
+				case "deadline", "missed":
+					tr.settleAtDeadline()
+				case "return":
+					w.execute(first, time.Time{})
+				}
+				if s.do == "run" || s.do == "deadline" || s.do == "missed" {
+					if got := tr.l.recs[rt.idx].status; got != s.status {
+						t.Fatalf("step %d (%s): status %d, want %d", k, s.do, got, s.status)
+					}
+				}
+				v := w.phase.Load()
+				if w.busy() != s.busy || phaseState(v) != s.newState {
+					t.Fatalf("step %d (%s): busy %v state %d, want busy %v state %d", k, s.do, w.busy(), phaseState(v), s.busy, s.newState)
+				}
+			}
+		})
+	}
+}
+
+// A late run's return races with the next tick's admission of its module: whichever comes
+// first, the bit ends clear (the run is over) and the admission found the module either
+// busy or free to run, never both.
+func TestPhaseBusyBitRace(t *testing.T) {
+	e, seg := segmentEngine(t, false)
+	rt := seg.st.tierMods[0][0]
+	w := rt.w
+	for i := range 200 {
+		tick := uint64(2*i + 1)
+		seg.tick = tick
+		first := e.newTierRun(seg, 0, time.Now())
+		w.phase.Store(phase(tick, phAbandoned) | busyBit) // abandoned at tick's deadline, still running
+		seg.tick = tick + 1
+		seg.tl = newTickLines(seg.st, tick+1, time.Now(), newLineBuf(len(seg.st.lines)), 0)
+		next := e.newTierRun(seg, 0, time.Now())
+		var wg sync.WaitGroup
+		wg.Go(func() { w.execute(first, time.Time{}) })
+		wg.Go(func() { next.process(0, time.Now()) })
+		wg.Wait()
+		if w.busy() || phaseState(w.phase.Load()) != phDone {
+			t.Fatalf("round %d: busy %v, state %d after the run returned", i, w.busy(), phaseState(w.phase.Load()))
+		}
+		if st := next.l.recs[rt.idx].status; st != lsBusy && st != lsOK {
+			t.Fatalf("round %d: status %d", i, st)
+		}
+	}
+}

@@ -58,7 +58,14 @@ const (
 	helpModule = time.Microsecond
 )
 
-// The states of a phase word; the upper bits hold the tick id.
+// The states of a phase word: its low three bits. Bit 3 (busyBit) is set while the
+// module's code runs, from admission to return, across ticks if the run is abandoned; the
+// upper bits hold the tick id. Keeping the busy flag in the phase word makes admitting,
+// running and committing a module one store each instead of two (atomic stores are full
+// barriers): a run sets it with phRunning and clears it with phDone; a run the engine
+// abandoned clears it alone when it returns (clearBusy), and every other write of a word
+// that may be busy keeps the bit by compare-and-swap. No run is admitted while it is set,
+// so the bit a late run clears is its own.
 const (
 	phAdmitting  = iota + 1 // a runner is deciding admission (no module code runs)
 	phRunning               // the module runs; the engine may abandon it
@@ -68,7 +75,18 @@ const (
 	phUnstarted             // the engine found it never started before the deadline
 )
 
-func phase(tick uint64, state uint64) uint64 { return tick<<3 | state }
+const (
+	stateMask = 7
+	busyBit   = 8
+	tickShift = 4
+)
+
+func phase(tick uint64, state uint64) uint64 { return tick<<tickShift | state }
+
+// phaseTick, phaseState and phaseBusy take a phase word apart.
+func phaseTick(v uint64) uint64  { return v >> tickShift }
+func phaseState(v uint64) uint64 { return v & stateMask }
+func phaseBusy(v uint64) uint64  { return v & busyBit }
 
 // tierRun is one tier of one tick in flight. tick, emergency and l repeat its segment's,
 // so that a module's run reads one object for them.
@@ -380,14 +398,14 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 		w := rt.w
 		for {
 			v := w.phase.Load()
-			if v>>3 != tr.tick {
-				if v&7 == phCommitting {
+			if phaseTick(v) != tr.tick {
+				if phaseState(v) == phCommitting {
 					runtime.Gosched() // an earlier run is writing its result: brief
 					continue
 				}
-				if w.phase.CompareAndSwap(v, phase(tr.tick, phUnstarted)) {
+				if w.phase.CompareAndSwap(v, phase(tr.tick, phUnstarted)|phaseBusy(v)) {
 					ln := tr.l.init(rt)
-					if tr.preAdmit(rt, ln) {
+					if tr.preAdmit(rt, ln, phaseBusy(v) != 0) {
 						// Not due, emergency-only or busy: that is its outcome, deadline or not.
 						late = append(late, int32(j))
 						break
@@ -400,12 +418,12 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 				}
 				continue
 			}
-			switch v & 7 {
+			switch phaseState(v) {
 			case phAdmitting, phCommitting:
 				runtime.Gosched() // no module code runs in these states: it is brief
 				continue
 			case phRunning:
-				if !w.phase.CompareAndSwap(v, phase(tr.tick, phAbandoned)) {
+				if !w.phase.CompareAndSwap(v, phase(tr.tick, phAbandoned)|busyBit) {
 					continue
 				}
 				ln := &tr.l.recs[rt.idx]
@@ -428,17 +446,16 @@ type result struct {
 	readStale bool
 }
 
-// worker is a module's execution state. At most one run is outstanding per module: running
-// is set at admission and cleared when the module returns.
+// worker is a module's execution state. At most one run is outstanding per module: the
+// phase word's busy bit is set at admission and cleared when the module returns.
 type worker struct {
 	e        *Engine
-	phase    atomic.Uint64 // see the ph* states
-	running  atomic.Bool
-	attempts atomic.Int32 // the attempt in progress, for reporting an abandoned run
-	fast     atomic.Int32 // consecutive fast runs; ≥ fastStreak: run inline
+	phase    atomic.Uint64 // see the ph* states and busyBit
+	attempts atomic.Int32  // the attempt in progress, for reporting an abandoned run
+	fast     atomic.Int32  // consecutive fast runs; ≥ fastStreak: run inline
 	mod      atomic.Pointer[modRT]
 
-	// Owned by whoever runs the module (one at a time, see running).
+	// Owned by whoever runs the module (one at a time, see busyBit).
 	permit    breaker.Permit
 	res       result
 	in        tiers.Input // inside the worker: one object (one cache miss) less per run
@@ -533,16 +550,16 @@ const (
 
 // preAdmit decides the outcomes that do not need the breaker or a run: an emergency-only
 // module outside emergency mode is skipped, a multi-rate module not due this tick is
-// not_due, a module still running from an earlier tick is busy. It reports whether it
+// not_due, a module still running from an earlier tick (busy) is busy. It reports whether it
 // decided. A fault is left in the engine's kinds and errs, which the line takes once the
 // tier is over (runTier).
-func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec) bool {
+func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
 	switch {
 	case rt.spec.Emergency && !tr.emergency:
 		ln.status = lsSkipped
 	case tr.tick%uint64(rt.spec.EveryN()) != 0:
 		ln.status = lsNotDue
-	case rt.w.running.Load():
+	case busy:
 		ln.status = lsBusy
 		tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errBusy
 	default:
@@ -556,20 +573,34 @@ func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec) bool {
 func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 	rt := tr.mods[j]
 	w := rt.w
-	old := w.phase.Load()
-	for old&7 == phCommitting && old>>3 < tr.tick {
-		runtime.Gosched() // an earlier run is writing its result: brief, no module code
-		old = w.phase.Load()
-	}
-	// A phase of this tick (or a later one, for a runner that outlived its tier) is not ours.
-	if old>>3 >= tr.tick || tr.closed.Load() || !w.phase.CompareAndSwap(old, phase(tr.tick, phAdmitting)) {
-		return t, notMine
+	var busy uint64
+	for {
+		old := w.phase.Load()
+		if phaseState(old) == phCommitting && phaseTick(old) < tr.tick {
+			runtime.Gosched() // an earlier run is writing its result: brief, no module code
+			continue
+		}
+		// A phase of this tick (or a later one, for a runner that outlived its tier) is not ours.
+		if phaseTick(old) >= tr.tick || tr.closed.Load() {
+			return t, notMine
+		}
+		busy = phaseBusy(old)
+		if w.phase.CompareAndSwap(old, phase(tr.tick, phAdmitting)|busy) {
+			break
+		}
+		// Lost to another admission (caught above next time round), to the engine at the
+		// deadline (likewise), or to a late run clearing its busy bit: look again.
 	}
 	e := tr.e
 	ln := tr.l.init(rt)
 	i := rt.idx
 	switch {
-	case tr.preAdmit(rt, ln):
+	case tr.preAdmit(rt, ln, busy != 0):
+		if busy != 0 {
+			w.setState(phase(tr.tick, phDone)) // the late run may clear its bit meanwhile
+			tr.exception(j)
+			return t, finished
+		}
 	default:
 		p := rt.br.Acquire()
 		if !p.Allowed() {
@@ -580,15 +611,13 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 			break
 		}
 		w.permit = p
-		w.running.Store(true)
-		w.phase.Store(phase(tr.tick, phRunning))
+		w.phase.Store(phase(tr.tick, phRunning) | busyBit) // not busy before: the bit is ours
 		if w.isFast() {
 			w.retire()
 			return w.execute(tr, t), finished
 		}
 		if !w.dispatch(tr) {
-			w.running.Store(false)
-			rt.br.Release(p)
+			rt.br.Release(p) // the Done store below clears the busy bit
 			ln.status = lsSkipped
 			break
 		}
@@ -626,18 +655,42 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	if nf := nextFast(f, end.Sub(start), r.res.Attempts); nf != f {
 		w.fast.Store(nf) // only when it changes: an atomic store costs a full barrier
 	}
-	if w.phase.CompareAndSwap(phase(tr.tick, phRunning), phase(tr.tick, phCommitting)) {
+	if w.phase.CompareAndSwap(phase(tr.tick, phRunning)|busyBit, phase(tr.tick, phCommitting)|busyBit) {
 		w.report(tr, rt, start, end)
-		// Not busy any more before Done is visible: whoever sees Done (the engine at the
-		// deadline, the next admission) must not see the module still running. The next
-		// admission waits while the phase is Committing, so nothing overwrites Done early.
-		w.running.Store(false)
+		// Done and not busy in one store: whoever sees Done (the engine at the deadline, the
+		// next admission) does not see the module still running. The next admission waits
+		// while the phase is Committing, so nothing overwrites Done early.
 		w.phase.Store(phase(tr.tick, phDone))
 	} else {
-		w.running.Store(false) // abandoned: the late result is discarded
+		w.clearBusy() // abandoned: the late result is discarded
 	}
 	return end
 }
+
+// setState sets the phase word to v, keeping its busy bit (which a late run may clear
+// at any time).
+func (w *worker) setState(v uint64) {
+	for {
+		old := w.phase.Load()
+		if w.phase.CompareAndSwap(old, v|phaseBusy(old)) {
+			return
+		}
+	}
+}
+
+// clearBusy clears the busy bit of an abandoned run that returned, whatever the tick and
+// state the word has moved on to.
+func (w *worker) clearBusy() {
+	for {
+		old := w.phase.Load()
+		if w.phase.CompareAndSwap(old, old&^busyBit) {
+			return
+		}
+	}
+}
+
+// busy reports whether a run of the module is in flight.
+func (w *worker) busy() bool { return phaseBusy(w.phase.Load()) != 0 }
 
 // report commits and fills the summary line of a run that returned in time. A fault is
 // left in the engine's kinds and errs (the line takes it once the tier is over).

@@ -355,3 +355,37 @@ func TestPhaseBusyBitRace(t *testing.T) {
 		}
 	}
 }
+
+// A module is run only while its tier has time left: a runner that reaches it at or after
+// the tier's deadline, or after the engine expired the tier, reports it unstarted without
+// calling it (the runner makes the first attempt itself, so it makes the runner's checks).
+func TestModuleReachedLate(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		at      time.Duration // when the runner reaches the module, from the tier's start
+		expired bool          // the engine took the tier
+		want    lineStatus
+	}{
+		{name: "in time", at: 10 * time.Millisecond, want: lsOK},
+		{name: "at the deadline", at: 200 * time.Millisecond, want: lsUnstarted},
+		{name: "after the deadline", at: 250 * time.Millisecond, want: lsUnstarted},
+		{name: "in time, but the tier expired", at: 10 * time.Millisecond, expired: true, want: lsUnstarted},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, seg := segmentEngine(t, false)
+			start := time.Now()
+			tr := e.newTierRun(seg, 0, start) // tier a: 200 ms
+			if c.expired {
+				tr.ctx.expire()
+			}
+			rt := tr.mods[0]
+			tr.process(0, start.Add(c.at))
+			if got := tr.l.recs[rt.idx].status; got != c.want {
+				t.Fatalf("status %d, want %d", got, c.want)
+			}
+			if runs := rt.mod.(*script).runs.Load(); (runs == 1) != (c.want == lsOK) {
+				t.Fatalf("module ran %d times", runs)
+			}
+		})
+	}
+}

@@ -648,7 +648,17 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	r := &w.res
 	r.value = nil
 	b := retrybudget.Budget{MaxAttempts: rt.planned.Attempts, Backoff: tr.backoff, Retryable: tr.retry}
-	r.res = w.e.runner.RunFrom(tr.ctx, start, b, w.attemptFn)
+	if start.Before(tr.deadline) && tr.ctx.Err() == nil {
+		// The checks RunFrom makes before the first attempt: the first attempt is made
+		// here, and the runner is entered only to retry (a tenth of a trivial module's run).
+		if err := w.attempt(tr.ctx, 1); err == nil {
+			r.res = retrybudget.Result{Attempts: 1}
+		} else {
+			r.res = w.e.runner.RunAfter(tr.ctx, b, w.attemptFn, err)
+		}
+	} else {
+		r.res = w.e.runner.RunFrom(tr.ctx, start, b, w.attemptFn)
+	}
 	end := w.e.after(start)
 	r.readStale = w.in.ReadStale()
 	f := w.fast.Load()

@@ -117,7 +117,24 @@ func (r *Runner) RunFrom(ctx context.Context, now time.Time, b Budget, attempt f
 			return r.runUntil(ctx, c, bd, b, attempt)
 		}
 	}
-	return r.run(ctx, c, now, deadline, hasDeadline, b, attempt)
+	return r.run(ctx, now, deadline, hasDeadline, b, attempt)
+}
+
+// RunAfter goes on with a run whose first attempt the caller made itself, for callers
+// whose successful first attempt must cost no more than the call. The caller makes
+// attempt 1 only where RunFrom would have: b.Budget zero (RunAfter panics otherwise: such
+// a run derives its context before the first attempt), ctx not done and its deadline, if
+// any, not passed. first is the error attempt 1 returned (nil: it succeeded). The result is
+// RunFrom's when attempt returns first at n = 1.
+func (r *Runner) RunAfter(ctx context.Context, b Budget, attempt func(ctx context.Context, n int) error, first error) Result {
+	if b.Budget > 0 {
+		panic("retrybudget: RunAfter with a Budget of its own")
+	}
+	if first == nil {
+		return Result{Attempts: 1}
+	}
+	deadline, hasDeadline := ctx.Deadline()
+	return r.retry(ctx, deadline, hasDeadline, b, attempt, 1, first)
 }
 
 // runUntil derives the context carrying the budget's deadline and runs under it. It is a
@@ -125,30 +142,42 @@ func (r *Runner) RunFrom(ctx context.Context, now time.Time, b Budget, attempt f
 func (r *Runner) runUntil(ctx context.Context, c clock.Clock, deadline time.Time, b Budget, attempt func(ctx context.Context, n int) error) Result {
 	ctx, cancel := c.WithDeadline(ctx, deadline)
 	defer cancel()
-	return r.run(ctx, c, c.Now(), deadline, true, b, attempt)
+	return r.run(ctx, c.Now(), deadline, true, b, attempt)
 }
 
-// run is the attempt loop. ctx carries deadline when hasDeadline is set; now is the time
-// the run started.
-func (r *Runner) run(ctx context.Context, c clock.Clock, now, deadline time.Time, hasDeadline bool, b Budget, attempt func(ctx context.Context, n int) error) Result {
+// run checks that a run may start at now and makes the first attempt. ctx carries
+// deadline when hasDeadline is set.
+func (r *Runner) run(ctx context.Context, now, deadline time.Time, hasDeadline bool, b Budget, attempt func(ctx context.Context, n int) error) Result {
 	if hasDeadline && !now.Before(deadline) {
 		return Result{Err: context.DeadlineExceeded, Kind: fault.KindTransient, BudgetExhausted: true}
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{Err: err, Kind: fault.ClassifyIn(ctx, err), BudgetExhausted: errors.Is(err, context.DeadlineExceeded)}
 	}
+	if err := attempt(ctx, 1); err != nil {
+		return r.retry(ctx, deadline, hasDeadline, b, attempt, 1, err)
+	}
+	return Result{Attempts: 1}
+}
+
+// retry goes on after attempt n failed with err: it retries while the kind is retryable
+// and attempts and time are left.
+func (r *Runner) retry(ctx context.Context, deadline time.Time, hasDeadline bool, b Budget, attempt func(ctx context.Context, n int) error, n int, err error) Result {
 	maxAttempts := max(b.MaxAttempts, 1)
 	retryable := b.Retryable
 	if retryable.Empty() {
 		retryable = fault.SetOf(fault.KindTransient)
 	}
+	c := clock.Or(r.clock)
 	var res Result
-	for n := 1; ; n++ {
-		res.Attempts = n
-		err := attempt(ctx, n)
-		if err == nil {
-			return Result{Attempts: n}
+	for ; ; n++ {
+		if n > 1 {
+			err = attempt(ctx, n)
+			if err == nil {
+				return Result{Attempts: n}
+			}
 		}
+		res.Attempts = n
 		res.Err = err
 		res.Kind = fault.ClassifyIn(ctx, err)
 		res.BudgetExhausted = r.deadlinePassed(ctx, c, deadline, hasDeadline)

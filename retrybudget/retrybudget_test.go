@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -714,4 +715,64 @@ func BenchmarkRunRetry(b *testing.B) {
 			b.Fatalf("Result = %+v", res)
 		}
 	}
+}
+
+// A run whose caller made the first attempt itself (RunAfter) ends as RunFrom's would:
+// same result, same attempt times.
+func TestRunAfterEqualsRunFrom(t *testing.T) {
+	errT, errP := fault.Transient(errIO), fault.Permanent(errIO)
+	for _, tc := range []struct {
+		name     string
+		max      int
+		fails    int
+		err      error
+		work     time.Duration
+		deadline time.Duration // the context's (0: none)
+	}{
+		{name: "first attempt succeeds", max: 3, err: errT, deadline: time.Second},
+		{name: "retried, then ok", max: 3, fails: 1, err: errT, deadline: time.Second},
+		{name: "attempts used up", max: 3, fails: 5, err: errT, deadline: time.Second},
+		{name: "one attempt allowed", max: 1, fails: 5, err: errT},
+		{name: "not retryable", max: 3, fails: 5, err: errP, deadline: time.Second},
+		{name: "first attempt runs to the deadline", max: 3, fails: 5, err: errT, work: 2 * time.Second, deadline: time.Second},
+		{name: "no time left for the backoff", max: 3, fails: 5, err: errT, work: 995 * time.Millisecond, deadline: time.Second},
+		{name: "no deadline", max: 4, fails: 2, err: errT},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := retrybudget.Budget{MaxAttempts: tc.max}
+			run := func(first bool) (res retrybudget.Result, offsets []time.Duration) {
+				synctest.Test(t, func(t *testing.T) {
+					ctx := t.Context()
+					if tc.deadline > 0 {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+						defer cancel()
+					}
+					start := time.Now()
+					f := &failing{fails: tc.fails, err: tc.err, work: tc.work}
+					r := retrybudget.New(noJitter())
+					if first {
+						res = r.RunAfter(ctx, b, f.attempt, f.attempt(ctx, 1))
+					} else {
+						res = r.RunFrom(ctx, start, b, f.attempt)
+					}
+					for _, s := range f.starts {
+						offsets = append(offsets, s.Sub(start))
+					}
+				})
+				return res, offsets
+			}
+			want, wantAt := run(false)
+			got, gotAt := run(true)
+			if got != want || !slices.Equal(gotAt, wantAt) {
+				t.Fatalf("RunAfter: %+v, attempts at %v; RunFrom: %+v, attempts at %v", got, gotAt, want, wantAt)
+			}
+		})
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("RunAfter with a Budget of its own did not panic")
+		}
+	}()
+	retrybudget.New().RunAfter(context.Background(), retrybudget.Budget{Budget: time.Second}, func(context.Context, int) error { return nil }, errIO)
 }

@@ -489,6 +489,12 @@ func TestSlotPutValueEqualsPut(t *testing.T) {
 	if s.Len() != 1 {
 		t.Fatalf("Len = %d, want 1", s.Len())
 	}
+	// Another module writing the key (after a reload) is the entry's module from then on.
+	seq = sl.PutValue(nil, "m2", 3, at(200*time.Millisecond))
+	want = Entry{Key: "k", Module: "m2", TickID: 3, Seq: seq, Written: at(200 * time.Millisecond)}
+	if got := s.Get("k", at(200*time.Millisecond)); got.Entry != want {
+		t.Fatalf("Get after PutValue by m2 = %+v, want %+v", got.Entry, want)
+	}
 }
 
 func TestSlotDetachedByDelete(t *testing.T) {

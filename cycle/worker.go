@@ -557,7 +557,7 @@ func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
 	switch {
 	case rt.spec.Emergency && !tr.emergency:
 		ln.status = lsSkipped
-	case tr.tick%uint64(rt.spec.EveryN()) != 0:
+	case rt.spec.Every > 1 && tr.tick%uint64(rt.spec.Every) != 0: // EveryN, without a division for most modules
 		ln.status = lsNotDue
 	case busy:
 		ln.status = lsBusy

@@ -550,9 +550,9 @@ const (
 
 // preAdmit decides the outcomes that do not need the breaker or a run: an emergency-only
 // module outside emergency mode is skipped, a multi-rate module not due this tick is
-// not_due, a module still running from an earlier tick (busy) is busy. It reports whether it
-// decided. A fault is left in the engine's kinds and errs, which the line takes once the
-// tier is over (runTier).
+// not_due, a module whose run of an earlier tick has not returned (busy set) is busy. It
+// reports whether it decided. A fault is left in the engine's kinds and errs, which the
+// line takes once the tier is over (settle).
 func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
 	switch {
 	case rt.spec.Emergency && !tr.emergency:

@@ -215,7 +215,7 @@ func (e *Engine) serveFallback(s *faultsummary.Summary, tl *tickLines, rt *modRT
 		ent = blackboard.Entry{Key: rt.key, Module: rt.name, Source: blackboard.None}
 	} else {
 		var ok bool
-		ent, ok = blackboard.FromLastGood(e.lg.Get(rt.key, tickStart))
+		ent, ok = blackboard.FromLastGood(rt.lslot.Get(tickStart))
 		if !ok {
 			ent = blackboard.Entry{Key: rt.key, Module: rt.name, Source: blackboard.None}
 		}

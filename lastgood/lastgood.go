@@ -263,6 +263,11 @@ func (s *Store) Get(key string, now time.Time) Lookup {
 func (s *Store) get(r *record, key string, now time.Time) Lookup {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return s.getLocked(r, key, now)
+}
+
+// getLocked is get for a caller that holds r.mu.
+func (s *Store) getLocked(r *record, key string, now time.Time) Lookup {
 	ttl := s.ttlOf(r)
 	if !r.hasEntry {
 		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: ttl}
@@ -316,8 +321,19 @@ func (sl *Slot) PutValue(value any, module string, tick uint64, written time.Tim
 	return seq
 }
 
-// Get is Store.Get for the slot's key.
-func (sl *Slot) Get(now time.Time) Lookup { return sl.st.get((*record)(sl), sl.key, now) }
+// Get is Store.Get for the slot's key, without the lookup of the key while the slot is
+// attached. A slot detached by a Delete answers what the store holds for the key.
+func (sl *Slot) Get(now time.Time) Lookup {
+	r := (*record)(sl)
+	r.mu.Lock()
+	if r.detached {
+		r.mu.Unlock()
+		return r.st.Get(r.key, now)
+	}
+	l := r.st.getLocked(r, r.key, now)
+	r.mu.Unlock()
+	return l
+}
 
 // Latest returns the last entry written through the slot or to its key (ok=false: none,
 // or the slot is nil). Unlike Get it says nothing of age or TTL.

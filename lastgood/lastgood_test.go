@@ -511,6 +511,9 @@ func TestSlotDetachedByDelete(t *testing.T) {
 	if lk := s.Get("k", at(10*time.Millisecond)); lk.Quality != Missing {
 		t.Fatalf("Get after a write through a detached slot = %v, want missing", lk.Quality)
 	}
+	if lk := sl.Get(at(10 * time.Millisecond)); lk.Quality != Missing {
+		t.Fatalf("Get through the detached slot = %v (%v), want missing, as the store", lk.Quality, lk.Value)
+	}
 	// The key written again through a new slot is a new record, counted once.
 	s.Slot("k").PutValue(3, "m", 3, at(20*time.Millisecond))
 	if s.Len() != 1 {
@@ -518,5 +521,8 @@ func TestSlotDetachedByDelete(t *testing.T) {
 	}
 	if lk := s.Get("k", at(20*time.Millisecond)); lk.Value != 3 {
 		t.Fatalf("Get after a new write = %v, want 3", lk.Value)
+	}
+	if lk := sl.Get(at(20 * time.Millisecond)); lk.Value != 3 {
+		t.Fatalf("Get through the detached slot after a new write = %v, want 3, as the store", lk.Value)
 	}
 }

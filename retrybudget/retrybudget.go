@@ -214,7 +214,13 @@ func (r *Runner) deadlinePassed(ctx context.Context, c clock.Clock, deadline tim
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return true
 	}
-	return hasDeadline && !c.Now().Before(deadline)
+	if !hasDeadline {
+		return false
+	}
+	if clock.IsReal(c) {
+		return time.Until(deadline) <= 0 // one monotonic clock read instead of Now's two
+	}
+	return !c.Now().Before(deadline)
 }
 
 // delay returns the jittered backoff after attempt n, drawing from the Runner's rand only

@@ -264,7 +264,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 		e.pool.wake(first, 1, false)
 	}
 	first.finish(1, false)
-	if len(first.mods) <= smallTier {
+	if n := len(first.mods); n > 0 && n <= smallTier {
 		// The runner just woken waits in this core's run-next slot. Yielding once lets it
 		// run a small tier to its end before the engine arms a timer and parks: the engine
 		// then finds the tier done, and the runner had no one to wake: about 0.7 µs less

@@ -685,6 +685,30 @@ func ExampleRunner_Run() {
 	// 1 bad config contract
 }
 
+func ExampleRunner_RunAfter() {
+	r := retrybudget.New()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	b := retrybudget.Budget{MaxAttempts: 3, Backoff: retrybudget.Backoff{Base: time.Millisecond}}
+	attempt := func(ctx context.Context, n int) error {
+		if n < 2 {
+			return fault.Transient(errors.New("connection reset"))
+		}
+		return nil
+	}
+
+	// The caller makes the first attempt itself, where RunFrom would have (ctx not done,
+	// its deadline not passed), and enters the runner only if it failed.
+	res := retrybudget.Result{Attempts: 1}
+	if err := attempt(ctx, 1); err != nil {
+		res = r.RunAfter(ctx, b, attempt, err)
+	}
+	fmt.Println(res.Attempts, res.Err)
+
+	// Output:
+	// 2 <nil>
+}
+
 func BenchmarkRunOneAttempt(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()

@@ -171,9 +171,8 @@ func (r *Runner) retry(ctx context.Context, deadline time.Time, hasDeadline bool
 	c := clock.Or(r.clock)
 	var res Result
 	for ; ; n++ {
-		if n > 1 {
-			err = attempt(ctx, n)
-			if err == nil {
+		if err == nil { // a retry: make attempt n
+			if err = attempt(ctx, n); err == nil {
 				return Result{Attempts: n}
 			}
 		}
@@ -206,6 +205,7 @@ func (r *Runner) retry(ctx context.Context, deadline time.Time, hasDeadline bool
 			res.BudgetExhausted = true
 			return res
 		}
+		err = nil
 	}
 }
 

@@ -389,3 +389,58 @@ func TestModuleReachedLate(t *testing.T) {
 		})
 	}
 }
+
+// A first tier without modules closes at once and starts the next tier in the same
+// segment (no segment, hand-off and engine wait of its own); the tier after it is still
+// taken at its deadline when a module hangs.
+func TestEmptyFirstTierChains(t *testing.T) {
+	for _, hangs := range []bool{false, true} {
+		t.Run(map[bool]string{false: "clean", true: "a module hangs"}[hangs], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := ok(1)
+				if hangs {
+					m = &script{fn: func(context.Context, *tiers.Input) (any, error) {
+						time.Sleep(300 * time.Millisecond) // ignores its context
+						return 1, nil
+					}}
+				}
+				e := newEngine(t, Config{Tiers: []tiers.Tier{
+					{Name: "s", Budget: 200 * time.Millisecond, MaxAttempts: 1},
+					{Name: "a", Budget: 50 * time.Millisecond, MaxAttempts: 1},
+					{Name: "b", Budget: 100 * time.Millisecond, MaxAttempts: 1},
+				}}, []Registration{reg("ma", "a", m), reg("mb", "b", ok(2))})
+				st := e.activeView.Load()
+				s := &faultsummary.Summary{Tiers: make([]faultsummary.Tier, len(st.cfg.Tiers))}
+				start := time.Now()
+				tl := newTickLines(st, 1, start, newLineBuf(len(st.lines)), 0)
+				s.SetLines(tl)
+				_, last := e.runTier(context.Background(), st, 0, 1, start, s, tl)
+				wantLast, wantTook := 2, time.Duration(0) // chained through to the last tier
+				if hangs {
+					wantLast, wantTook = 1, 50*time.Millisecond // tier a taken at its deadline
+				}
+				if last != wantLast || time.Since(start) != wantTook {
+					t.Fatalf("segment ended at tier %d after %v, want tier %d after %v", last, time.Since(start), wantLast, wantTook)
+				}
+				if s.Tiers[0].Status != faultsummary.TierOK {
+					t.Fatalf("empty tier: %+v", s.Tiers[0])
+				}
+				if got := tl.recs[mod0(st, "ma")].status; got != map[bool]lineStatus{false: lsOK, true: lsTimedOut}[hangs] {
+					t.Fatalf("ma: status %d", got)
+				}
+				time.Sleep(time.Second) // virtual: the hung module returns
+				synctest.Wait()
+			})
+		})
+	}
+}
+
+// mod0 returns the line index of module name in st.
+func mod0(st *state, name string) int {
+	for _, rt := range st.lines {
+		if rt.name == name {
+			return rt.idx
+		}
+	}
+	return -1
+}

@@ -263,7 +263,11 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 		first.runners.Store(1)
 		e.pool.wake(first, 1, false)
 	}
-	first.finish(1, false)
+	if nx := first.finish(1, len(first.mods) == 0); nx != nil {
+		// A first tier without modules closed at once and started the next tier of the
+		// segment, as a runner would have (no segment of its own): that tier needs a runner.
+		e.pool.wake(nx, 1, false)
+	}
 	if n := len(first.mods); n > 0 && n <= smallTier {
 		// The runner just woken waits in this core's run-next slot. Yielding once lets it
 		// run a small tier to its end before the engine arms a timer and parks: the engine

@@ -15,16 +15,31 @@ import (
 	"github.com/cycled/cycled/tiers"
 )
 
+// threeTiers are three tiers of the given names with budgets of 200, 50 and 100 ms and
+// one attempt each.
+func threeTiers(a, b, c string) []tiers.Tier {
+	return []tiers.Tier{
+		{Name: a, Budget: 200 * time.Millisecond, MaxAttempts: 1},
+		{Name: b, Budget: 50 * time.Millisecond, MaxAttempts: 1},
+		{Name: c, Budget: 100 * time.Millisecond, MaxAttempts: 1},
+	}
+}
+
+// ignoresCtx is a module that blocks for d ignoring its context (virtual time in a bubble).
+func ignoresCtx(d time.Duration) *script {
+	return &script{fn: func(context.Context, *tiers.Input) (any, error) {
+		time.Sleep(d)
+		return 1, nil
+	}}
+}
+
 // segmentEngine is an engine with tiers a (200 ms), b (50 ms) and c (100 ms) of one
 // module each (mb fails fast when it fails), and a segment of one tick over them
 // (nothing runs: the tests drive it).
 func segmentEngine(t *testing.T, emergency bool) (*Engine, *segment) {
 	t.Helper()
-	e := newEngine(t, Config{Tiers: []tiers.Tier{
-		{Name: "a", Budget: 200 * time.Millisecond, MaxAttempts: 1},
-		{Name: "b", Budget: 50 * time.Millisecond, MaxAttempts: 1},
-		{Name: "c", Budget: 100 * time.Millisecond, MaxAttempts: 1},
-	}}, []Registration{reg("ma", "a", ok(1)), reg("mb", "b", ok(2)), reg("mc", "c", ok(3))})
+	e := newEngine(t, Config{Tiers: threeTiers("a", "b", "c")},
+		[]Registration{reg("ma", "a", ok(1)), reg("mb", "b", ok(2)), reg("mc", "c", ok(3))})
 	st := e.activeView.Load()
 	s := &faultsummary.Summary{Tiers: make([]faultsummary.Tier, len(st.cfg.Tiers))}
 	start := time.Now()
@@ -183,15 +198,8 @@ func TestWaitFollowsTheSegment(t *testing.T) {
 // module is timed out, and the next tier runs after it.
 func TestChainedTierTakenAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		hang := &script{fn: func(context.Context, *tiers.Input) (any, error) {
-			time.Sleep(300 * time.Millisecond) // ignores its context
-			return 1, nil
-		}}
-		e := newEngine(t, Config{Tiers: []tiers.Tier{
-			{Name: "a", Budget: 200 * time.Millisecond, MaxAttempts: 1},
-			{Name: "b", Budget: 50 * time.Millisecond, MaxAttempts: 1},
-			{Name: "c", Budget: 100 * time.Millisecond, MaxAttempts: 1},
-		}}, []Registration{reg("ma", "a", ok(1)), reg("hang", "b", hang), reg("mb", "b", ok(2)), reg("mc", "c", ok(3))})
+		e := newEngine(t, Config{Tiers: threeTiers("a", "b", "c")}, []Registration{reg("ma", "a", ok(1)),
+			reg("hang", "b", ignoresCtx(300*time.Millisecond)), reg("mb", "b", ok(2)), reg("mc", "c", ok(3))})
 		start := time.Now()
 		s := tick(t, e)
 		if got := time.Since(start); got != 50*time.Millisecond {
@@ -399,16 +407,9 @@ func TestEmptyFirstTierChains(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := ok(1)
 				if hangs {
-					m = &script{fn: func(context.Context, *tiers.Input) (any, error) {
-						time.Sleep(300 * time.Millisecond) // ignores its context
-						return 1, nil
-					}}
+					m = ignoresCtx(300 * time.Millisecond)
 				}
-				e := newEngine(t, Config{Tiers: []tiers.Tier{
-					{Name: "s", Budget: 200 * time.Millisecond, MaxAttempts: 1},
-					{Name: "a", Budget: 50 * time.Millisecond, MaxAttempts: 1},
-					{Name: "b", Budget: 100 * time.Millisecond, MaxAttempts: 1},
-				}}, []Registration{reg("ma", "a", m), reg("mb", "b", ok(2))})
+				e := newEngine(t, Config{Tiers: threeTiers("s", "a", "b")}, []Registration{reg("ma", "a", m), reg("mb", "b", ok(2))})
 				st := e.activeView.Load()
 				s := &faultsummary.Summary{Tiers: make([]faultsummary.Tier, len(st.cfg.Tiers))}
 				start := time.Now()

@@ -170,7 +170,7 @@ func (e *Engine) newTierRun(seg *segment, ti int, now time.Time) *tierRun {
 }
 
 // finish reports n finished modules. The goroutine that finishes the tier's last module
-// closes it (see ended); a runner (chain set) may get the next tier to run.
+// closes it (see ended); with chain set it may get the next tier to run.
 func (tr *tierRun) finish(n int, chain bool) *tierRun {
 	if n == 0 {
 		return nil
@@ -184,10 +184,11 @@ func (tr *tierRun) finish(n int, chain bool) *tierRun {
 
 // ended closes a tier whose modules have all finished, unless the engine took it at the
 // deadline. The goroutine that finished the tier's last module settles it (its
-// exceptions, its summary line). A runner (chain set) then returns the next tier,
-// started, unless the tick is in emergency mode, the tier failed or aborted the tick, or
-// it failed the safety tier: those, and the last tier, go back to the engine, which
-// decides what follows. A module's own goroutine (or the engine) hands the tier back.
+// exceptions, its summary line). A runner (chain set; also the engine for a first tier
+// without modules, see runTier) then returns the next tier, started, for its caller to
+// run, unless the tick is in emergency mode, the tier failed or aborted the tick, or it
+// failed the safety tier: those, and the last tier, go back to the engine, which decides
+// what follows. A module's own goroutine (or the engine otherwise) hands the tier back.
 func (tr *tierRun) ended(chain bool) *tierRun {
 	if !tr.owner.CompareAndSwap(tierOpen, tierEnded) {
 		return nil // the engine is settling it at the deadline

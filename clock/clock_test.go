@@ -146,3 +146,24 @@ func ExampleFake() {
 	// deadline: context deadline exceeded
 	// now: 1s
 }
+
+// Since is the time elapsed on the clock, for the real clock (virtual in a bubble) and a
+// fake one alike.
+func TestSince(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		time.Sleep(3 * time.Millisecond) // virtual
+		if got := clock.Since(clock.Real(), start); got != 3*time.Millisecond {
+			t.Fatalf("real: Since = %v, want 3ms", got)
+		}
+	})
+	f := clock.NewFake(time.Unix(100, 0))
+	start := f.Now()
+	f.Advance(5 * time.Second)
+	if got := clock.Since(f, start); got != 5*time.Second {
+		t.Fatalf("fake: Since = %v, want 5s", got)
+	}
+	if got := clock.Since(f, start.Add(time.Minute)); got != -55*time.Second {
+		t.Fatalf("fake, t ahead: Since = %v, want -55s", got)
+	}
+}

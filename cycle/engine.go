@@ -682,14 +682,9 @@ func (e *Engine) WaitWorkers(ctx context.Context) error {
 }
 
 // after returns the time now for a caller that read start from the engine's clock: with
-// the real clock it reads only the monotonic clock (time.Since), which costs half of a
+// the real clock it reads only the monotonic clock (clock.Since), which costs half of a
 // time.Now on a VM's clock source.
-func (e *Engine) after(start time.Time) time.Time {
-	if e.realClock {
-		return start.Add(time.Since(start))
-	}
-	return e.clock.Now()
-}
+func (e *Engine) after(start time.Time) time.Time { return start.Add(clock.Since(e.clock, start)) }
 
 // circuitSnapshot returns the breakers that are not closed, with their state.
 func (e *Engine) circuitSnapshot() map[string]breaker.State {

@@ -64,7 +64,7 @@ const (
 // running and committing a module one store each instead of two (atomic stores are full
 // barriers): a run sets it with phRunning and clears it with phDone; a run the engine
 // abandoned clears it alone when it returns (clearBusy), and every other write of a word
-// that may be busy keeps the bit by compare-and-swap. No run is admitted while it is set,
+// that may be busy keeps the bit by compare-and-swap (swapPhase). No run is admitted while it is set,
 // so the bit a late run clears is its own.
 const (
 	phAdmitting  = iota + 1 // a runner is deciding admission (no module code runs)
@@ -597,11 +597,6 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 	i := rt.idx
 	switch {
 	case tr.preAdmit(rt, ln, busy != 0):
-		if busy != 0 {
-			w.setState(phase(tr.tick, phDone)) // the late run may clear its bit meanwhile
-			tr.exception(j)
-			return t, finished
-		}
 	default:
 		p := rt.br.Acquire()
 		if !p.Allowed() {
@@ -624,7 +619,12 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 		}
 		return t, dispatched
 	}
-	w.phase.Store(phase(tr.tick, phDone))
+	if busy != 0 {
+		// Busy: the late run may clear its bit meanwhile.
+		w.swapPhase(func(old uint64) uint64 { return phase(tr.tick, phDone) | phaseBusy(old) })
+	} else {
+		w.phase.Store(phase(tr.tick, phDone)) // also clears the bit of a run that was not dispatched
+	}
 	tr.exception(j)
 	return t, finished
 }
@@ -648,17 +648,16 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	w.in.Begin(tr.tick, tr.deadline)
 	r := &w.res
 	r.value = nil
-	b := retrybudget.Budget{MaxAttempts: rt.planned.Attempts, Backoff: tr.backoff, Retryable: tr.retry}
 	if start.Before(tr.deadline) && tr.ctx.Err() == nil {
 		// The checks RunFrom makes before the first attempt: the first attempt is made
 		// here, and the runner is entered only to retry (a tenth of a trivial module's run).
 		if err := w.attempt(tr.ctx, 1); err == nil {
 			r.res = retrybudget.Result{Attempts: 1}
 		} else {
-			r.res = w.e.runner.RunAfter(tr.ctx, b, w.attemptFn, err)
+			r.res = w.e.runner.RunAfter(tr.ctx, tr.budget(rt), w.attemptFn, err)
 		}
 	} else {
-		r.res = w.e.runner.RunFrom(tr.ctx, start, b, w.attemptFn)
+		r.res = w.e.runner.RunFrom(tr.ctx, start, tr.budget(rt), w.attemptFn)
 	}
 	end := w.e.after(start)
 	r.readStale = w.in.ReadStale()
@@ -678,12 +677,17 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	return end
 }
 
-// setState sets the phase word to v, keeping its busy bit (which a late run may clear
-// at any time).
-func (w *worker) setState(v uint64) {
+// budget is the retry budget of rt's run in tr.
+func (tr *tierRun) budget(rt *modRT) retrybudget.Budget {
+	return retrybudget.Budget{MaxAttempts: rt.planned.Attempts, Backoff: tr.backoff, Retryable: tr.retry}
+}
+
+// swapPhase replaces the phase word old by f(old), for the writes that must keep what
+// another goroutine may change meanwhile (the busy bit, or the tick and state).
+func (w *worker) swapPhase(f func(old uint64) uint64) {
 	for {
 		old := w.phase.Load()
-		if w.phase.CompareAndSwap(old, v|phaseBusy(old)) {
+		if w.phase.CompareAndSwap(old, f(old)) {
 			return
 		}
 	}
@@ -691,14 +695,7 @@ func (w *worker) setState(v uint64) {
 
 // clearBusy clears the busy bit of an abandoned run that returned, whatever the tick and
 // state the word has moved on to.
-func (w *worker) clearBusy() {
-	for {
-		old := w.phase.Load()
-		if w.phase.CompareAndSwap(old, old&^busyBit) {
-			return
-		}
-	}
-}
+func (w *worker) clearBusy() { w.swapPhase(func(old uint64) uint64 { return old &^ busyBit }) }
 
 // busy reports whether a run of the module is in flight.
 func (w *worker) busy() bool { return phaseBusy(w.phase.Load()) != 0 }

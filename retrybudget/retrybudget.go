@@ -214,13 +214,7 @@ func (r *Runner) deadlinePassed(ctx context.Context, c clock.Clock, deadline tim
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return true
 	}
-	if !hasDeadline {
-		return false
-	}
-	if clock.IsReal(c) {
-		return time.Until(deadline) <= 0 // one monotonic clock read instead of Now's two
-	}
-	return !c.Now().Before(deadline)
+	return hasDeadline && clock.Since(c, deadline) >= 0
 }
 
 // delay returns the jittered backoff after attempt n, drawing from the Runner's rand only

@@ -765,7 +765,9 @@ func (r *run) emergencyAt(ti int) (active, known bool) {
 func (r *run) attempts(m *faultsummary.Module, mc *Module) {
 	switch m.Status {
 	case faultsummary.StatusOK:
-		if m.Attempts != 1 {
+		// A control short-circuit is ok whatever attempt it came on (a retry after a
+		// transient failure may be gated off); a success after retries is retried.
+		if m.Attempts != 1 && !(isControlOK(m) && m.Attempts > 1) {
 			r.add(RuleStatusAttempts, "module %q: ok after %d attempts, want 1", m.Name, m.Attempts)
 		}
 	case faultsummary.StatusRetried:

@@ -164,6 +164,14 @@ func TestEngineFlakyModules(t *testing.T) {
 			reg("gate", "planning", behave(func(context.Context, *tiers.Input) (any, error) {
 				return nil, fault.Control(errors.New("nothing to do"))
 			})),
+			// A transient failure, then a control short-circuit on the retry (the soak met
+			// this when a fault was injected between two attempts): ok, after 2 attempts.
+			reg("late-gate", "planning", behave(func(_ context.Context, in *tiers.Input) (any, error) {
+				if in.Attempt() == 1 {
+					return nil, fault.Transient(errBoom)
+				}
+				return nil, fault.Control(errors.New("nothing to do"))
+			})),
 		})
 		h.ticks(12, 100*time.Millisecond)
 		if st := h.status(h.ss[0], "flaky"); st != faultsummary.StatusRetried {

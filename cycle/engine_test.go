@@ -932,54 +932,100 @@ func TestNextFast(t *testing.T) {
 	}
 }
 
-// TestStallCheckLifecycle: the stall check is a timer of its own, armed only while some
-// modules of the tier await admission; the runner that admits the last one stops it, so
-// that the engine's wait is one timer to the deadline. Unadmitted modules and no progress
-// wake sweepers and re-arm the check, until the deadline is within one check.
+// armCounter is a fake clock that counts how often a timer is armed (AfterFunc, Reset):
+// arming a runtime timer that falls due first wakes another thread.
+type armCounter struct {
+	*clock.Fake
+	arms int
+}
+
+func (c *armCounter) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.arms++
+	return countedTimer{c.Fake.AfterFunc(d, f), c}
+}
+
+type countedTimer struct {
+	clock.Timer
+	c *armCounter
+}
+
+func (t countedTimer) Reset(d time.Duration) bool { t.c.arms++; return t.Timer.Reset(d) }
+
+// TestStallCheckLifecycle: the stall check is one timer, armed while some modules of a tier
+// await admission. Tiers that follow one another while it is armed take it over without
+// arming it again; one whose modules are all admitted leaves it to run out, unless it waits
+// for modules on their own goroutines, which stops it, so that the engine's wait is one
+// timer to the deadline. Unadmitted modules and no progress wake sweepers and re-arm the
+// check, until the deadline is within one check.
 func TestStallCheckLifecycle(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1000, 0))
+	clk := &armCounter{Fake: clock.NewFake(time.Unix(1000, 0))}
 	e := newEngine(t, Config{}, nil, WithClock(clk))
 	mods := make([]*modRT, 3)
 	newTier := func(budget time.Duration) *tierRun {
 		return &tierRun{e: e, tick: 1, mods: mods, deadline: clk.Now().Add(budget)}
 	}
+	check := func(step string, timers, arms int) {
+		t.Helper()
+		if clk.Timers() != timers || clk.arms != arms {
+			t.Fatalf("%s: armed timers %d, times armed %d; want %d, %d", step, clk.Timers(), clk.arms, timers, arms)
+		}
+	}
 
-	tr := newTier(time.Second)
-	tr.watchStall(clk.Now(), 0)
-	if clk.Timers() != 1 {
-		t.Fatalf("armed timers after watchStall = %d, want 1", clk.Timers())
-	}
-	tr.admit(2)
-	if clk.Timers() != 1 {
-		t.Fatalf("armed timers with a module left to admit = %d, want 1", clk.Timers())
-	}
-	tr.admit(1)
-	if clk.Timers() != 0 {
-		t.Fatalf("armed timers once every module is admitted = %d, want 0", clk.Timers())
-	}
+	// Back-to-back tiers of fast modules: armed once, run out with nothing to watch.
+	a := newTier(time.Second)
+	a.watchStall(clk.Now(), 0)
+	check("first watch", 1, 1)
+	a.admit(2)
+	check("a module left to admit", 1, 1)
+	a.admit(1)
+	check("all admitted", 1, 1)
+	b := newTier(time.Second)
+	b.watchStall(clk.Now(), 0)
+	check("the next tier's watch", 1, 1)
+	b.admit(3)
+	clk.Advance(stallCheck)
+	check("ran out with no watch", 0, 1)
 
 	// Every module admitted already: nothing to watch.
-	tr = newTier(time.Second)
-	tr.admit(3)
-	tr.watchStall(clk.Now(), 0)
-	if clk.Timers() != 0 {
-		t.Fatalf("armed timers for an admitted tier = %d, want 0", clk.Timers())
+	a = newTier(time.Second)
+	a.admit(3)
+	a.watchStall(clk.Now(), 0)
+	check("an admitted tier", 0, 1)
+
+	// A watch that takes over the armed timer gets its own check, stallCheck after it began.
+	a = newTier(time.Second)
+	a.watchStall(clk.Now(), 0)
+	a.admit(3)
+	clk.Advance(stallCheck / 2)
+	b = newTier(time.Second)
+	b.watchStall(clk.Now(), 0)
+	b.progress.Add(1)
+	clk.Advance(stallCheck / 2)
+	if b.lastProgress.Load() != 0 {
+		t.Fatal("the check of the later watch came with the earlier watch's")
 	}
+	check("fired for the earlier watch, re-armed for the later", 1, 3)
+	clk.Advance(stallCheck / 2)
+	if b.lastProgress.Load() != 1 {
+		t.Fatal("no check stallCheck after the later watch began")
+	}
+	check("checked, modules left: re-armed", 1, 4)
+
+	// A tier left waiting for modules on their own goroutines stops the timer.
+	b.dispatched.Store(true)
+	b.admit(3)
+	check("admitted, waiting for dispatched modules", 0, 4)
 
 	// Modules left to admit while the tier progresses: the check re-arms until the
 	// deadline less the margin is within one check (sweepers for a tier that makes no
 	// progress: TestFastModuleThatBlocksDoesNotHoldOthers).
-	tr = newTier(3*stallCheck + stallCheck/2)
-	tr.watchStall(clk.Now(), stallCheck)
+	a = newTier(3*stallCheck + stallCheck/2)
+	a.watchStall(clk.Now(), stallCheck)
 	for i, want := range []int{1, 0} {
-		tr.progress.Add(1)
+		a.progress.Add(1)
 		clk.Advance(stallCheck)
-		if clk.Timers() != want {
-			t.Fatalf("armed timers after check %d = %d, want %d", i+1, clk.Timers(), want)
-		}
+		check(fmt.Sprintf("check %d", i+1), want, 6)
 	}
-	tr.stopStall() // harmless when no longer armed
-	if clk.Timers() != 0 {
-		t.Fatalf("armed timers after stopStall = %d, want 0", clk.Timers())
-	}
+	a.stopStall() // harmless when no longer armed
+	check("stopStall after the last check", 0, 6)
 }

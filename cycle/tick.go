@@ -448,7 +448,7 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 	precise := seg.margin > 0
 	now := e.clock.Now()
 	first.watchStall(now, seg.margin)
-	defer func() { e.stall.stop(seg.cur.Load()) }()
+	defer func() { e.stall.stop(seg.cur.Load(), false) }()
 	for {
 		cur := seg.cur.Load()
 		d := cur.deadline.Sub(now) - seg.margin

@@ -666,6 +666,7 @@ func (e *Engine) Close() error {
 	if e.timer != nil {
 		e.timer.Stop()
 	}
+	e.stall.halt()
 	return nil
 }
 

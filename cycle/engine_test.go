@@ -1028,4 +1028,14 @@ func TestStallCheckLifecycle(t *testing.T) {
 	}
 	a.stopStall() // harmless when no longer armed
 	check("stopStall after the last check", 0, 6)
+
+	// Closing the engine stops a timer left to run out.
+	a = newTier(time.Second)
+	a.watchStall(clk.Now(), 0)
+	a.admit(3)
+	check("left to run out", 1, 7)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check("closed", 0, 7)
 }

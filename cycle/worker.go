@@ -340,6 +340,17 @@ func (w *stallWatch) stop(tr *tierRun, final bool) {
 	}
 }
 
+// halt ends any watch and stops the timer (the engine is closed: no tick arms it again).
+func (w *stallWatch) halt() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tr = nil
+	if w.armed {
+		w.t.Stop()
+		w.armed = false
+	}
+}
+
 // fire is the timer's function: the check of the tier watched.
 func (w *stallWatch) fire() {
 	w.mu.Lock()

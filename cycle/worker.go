@@ -293,14 +293,15 @@ func (tr *tierRun) stopStall() { tr.e.stall.stop(tr, tr.dispatched.Load()) }
 // The timer is armed once for a run of tiers, not once per tier: arming a Go timer that
 // falls due before every other one wakes the thread in the network poller or an idle P
 // (runtime.wakeNetPoller), and each of five tiers arming and stopping it cost about a
-// tenth of a tick of five trivial modules (BenchmarkTick N=5 0.86×, N=500 0.97× since). A watch that replaces another
-// leaves the timer as it is, since it falls due no later than the new watch's check
-// (checks are due stallCheck after a watch starts, and watches start in time order); a
-// check that comes early re-arms the timer for the rest. A tier that no longer needs
-// watching (all admitted) leaves the timer to run out, so that back-to-back ticks of
-// trivial modules arm it about once a millisecond rather than once a tier; only a tier
-// that waits for modules on their own goroutines after its last admission stops it, as
-// that wait may be long and a wake-up in it moved coarse deadlines (see watchStall).
+// tenth of a tick of five trivial modules (BenchmarkTick since: N=5 0.86×, N=500 0.97×).
+// A watch that replaces another leaves the timer as it is, since it falls due no later
+// than the new watch's check (checks are due stallCheck after a watch starts, and watches
+// start in time order); a check that comes early re-arms the timer for the rest. A tier
+// that no longer needs watching (all admitted) leaves the timer to run out, so that
+// back-to-back ticks of trivial modules arm it about once a millisecond rather than once
+// a tier; only a tier that waits for modules on their own goroutines after its last
+// admission stops it, as that wait may be long and a wake-up in it moved coarse
+// deadlines (see watchStall).
 type stallWatch struct {
 	mu     sync.Mutex
 	t      clock.Timer   // guarded by mu; made on first use
@@ -389,7 +390,7 @@ func (w *stallWatch) fire() {
 	}
 }
 
-// admit counts n modules whose admission is decided; the last one stops the stall check.
+// admit counts n modules whose admission is decided; the last one ends the stall check.
 func (tr *tierRun) admit(n int64) {
 	if n > 0 && tr.admitted.Add(n) == int64(len(tr.mods)) {
 		tr.stopStall()

@@ -3,6 +3,7 @@ package cycle
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -444,4 +445,32 @@ func mod0(st *state, name string) int {
 		}
 	}
 	return -1
+}
+
+// A module that is not admitted (here emergency-only outside emergency mode) is recorded as
+// an exception before its phase word says Done: the engine, taking the tier at its
+// deadline, reads the exceptions once every module is past admission, and a module
+// recorded after Done was missed — its line kept no served entry (the soak saw a safety
+// module serve nothing, neither stale nor expired). Under -race the old order is also a
+// data race on the exception list.
+func TestExceptionRecordedBeforeDone(t *testing.T) {
+	e := newEngine(t, Config{Tiers: threeTiers("a", "b", "c")},
+		[]Registration{reg("estop", "a", ok(1), func(s *tiers.ModuleSpec) { s.Emergency = true })})
+	st := e.activeView.Load()
+	w := st.tierMods[0][0].w
+	for tick := uint64(1); tick <= 300; tick++ {
+		start := time.Now()
+		s := &faultsummary.Summary{Tiers: make([]faultsummary.Tier, len(st.cfg.Tiers))}
+		tl := newTickLines(st, tick, start, newLineBuf(len(st.lines)), 0)
+		seg := &segment{st: st, ctx: context.Background(), s: s, tl: tl, tick: tick, tickStart: start, done: make(chan struct{})}
+		tr := e.newTierRun(seg, 0, start)
+		go tr.process(0, start)
+		for v := w.phase.Load(); phaseTick(v) != tick || phaseState(v) != phDone; v = w.phase.Load() {
+			runtime.Gosched()
+		}
+		if got := tr.exceptions(nil); !slices.Equal(got, []int32{0}) {
+			t.Fatalf("tick %d: exceptions %v once the module is Done, want [0]", tick, got)
+		}
+		tr.ctx.stop()
+	}
 }

@@ -665,13 +665,15 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 		}
 		return t, dispatched
 	}
+	// Recorded before Done: the engine taking the tier at its deadline waits for modules
+	// being admitted, then reads the exceptions, and must find this one among them.
+	tr.exception(j)
 	if busy != 0 {
 		// Busy: the late run may clear its bit meanwhile.
 		w.swapPhase(func(old uint64) uint64 { return phase(tr.tick, phDone) | phaseBusy(old) })
 	} else {
 		w.phase.Store(phase(tr.tick, phDone)) // also clears the bit of a run that was not dispatched
 	}
-	tr.exception(j)
 	return t, finished
 }
 

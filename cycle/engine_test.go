@@ -793,6 +793,12 @@ func TestLateResultDiscardedOnFakeClock(t *testing.T) {
 	}}
 	e := newEngine(t, Config{}, []Registration{reg("late", "planning", late, func(s *tiers.ModuleSpec) { s.MaxAttempts = 1 })},
 		WithClock(clk))
+	var w *worker
+	for _, rt := range e.activeView.Load().lines {
+		if rt.name == "late" {
+			w = rt.w
+		}
+	}
 	for i := 0; i < 3; i++ { // the third timed-out tick opens its breaker (threshold 3)
 		s := tick(t, e)
 		m := mod(t, s, "late")
@@ -801,6 +807,11 @@ func TestLateResultDiscardedOnFakeClock(t *testing.T) {
 		}
 		if !tierOf(t, s, "planning").BudgetExhausted {
 			t.Fatal("budget not reported exhausted")
+		}
+		// The abandoned run may still be returning when the tick ends (the engine does not
+		// wait for it): until it has, the next tick rightly reports the module busy.
+		for w.busy() {
+			runtime.Gosched()
 		}
 	}
 }

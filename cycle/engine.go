@@ -682,11 +682,6 @@ func (e *Engine) WaitWorkers(ctx context.Context) error {
 	}
 }
 
-// after returns the time now for a caller that read start from the engine's clock: with
-// the real clock it reads only the monotonic clock (clock.Since), which costs half of a
-// time.Now on a VM's clock source.
-func (e *Engine) after(start time.Time) time.Time { return start.Add(clock.Since(e.clock, start)) }
-
 // circuitSnapshot returns the breakers that are not closed, with their state.
 func (e *Engine) circuitSnapshot() map[string]breaker.State {
 	e.circMu.Lock()

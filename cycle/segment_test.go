@@ -41,12 +41,16 @@ func segmentEngine(t *testing.T, emergency bool) (*Engine, *segment) {
 	t.Helper()
 	e := newEngine(t, Config{Tiers: threeTiers("a", "b", "c")},
 		[]Registration{reg("ma", "a", ok(1)), reg("mb", "b", ok(2)), reg("mc", "c", ok(3))})
-	st := e.activeView.Load()
+	return e, newSegment(e.activeView.Load(), 1, emergency)
+}
+
+// newSegment is a segment of tick id under st, starting now, with its summary and lines.
+func newSegment(st *state, id uint64, emergency bool) *segment {
 	s := &faultsummary.Summary{Tiers: make([]faultsummary.Tier, len(st.cfg.Tiers))}
 	start := time.Now()
-	tl := newTickLines(st, 1, start, newLineBuf(len(st.lines)), 0)
+	tl := newTickLines(st, id, start, newLineBuf(len(st.lines)), 0)
 	s.SetLines(tl)
-	return e, &segment{st: st, ctx: context.Background(), s: s, tl: tl, tick: 1, tickStart: start,
+	return &segment{st: st, ctx: context.Background(), s: s, tl: tl, tick: id, tickStart: start,
 		emergency: emergency, done: make(chan struct{})}
 }
 
@@ -459,12 +463,9 @@ func TestExceptionRecordedBeforeDone(t *testing.T) {
 	st := e.activeView.Load()
 	w := st.tierMods[0][0].w
 	for tick := uint64(1); tick <= 300; tick++ {
-		start := time.Now()
-		s := &faultsummary.Summary{Tiers: make([]faultsummary.Tier, len(st.cfg.Tiers))}
-		tl := newTickLines(st, tick, start, newLineBuf(len(st.lines)), 0)
-		seg := &segment{st: st, ctx: context.Background(), s: s, tl: tl, tick: tick, tickStart: start, done: make(chan struct{})}
-		tr := e.newTierRun(seg, 0, start)
-		go tr.process(0, start)
+		seg := newSegment(st, tick, false)
+		tr := e.newTierRun(seg, 0, seg.tickStart)
+		go tr.process(0, seg.tickStart)
 		for v := w.phase.Load(); phaseTick(v) != tick || phaseState(v) != phDone; v = w.phase.Load() {
 			runtime.Gosched()
 		}

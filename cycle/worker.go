@@ -335,9 +335,8 @@ func (w *stallWatch) stop(tr *tierRun, final bool) {
 	if w.tr == tr {
 		w.tr = nil
 	}
-	if final && w.tr == nil && w.armed {
-		w.t.Stop() // a function already on its way finds no watch
-		w.armed = false
+	if final && w.tr == nil {
+		w.disarmLocked()
 	}
 }
 
@@ -346,6 +345,12 @@ func (w *stallWatch) halt() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.tr = nil
+	w.disarmLocked()
+}
+
+// disarmLocked stops the timer if it is armed; the caller holds w.mu. A function already
+// on its way finds no watch.
+func (w *stallWatch) disarmLocked() {
 	if w.armed {
 		w.t.Stop()
 		w.armed = false
@@ -708,14 +713,17 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	} else {
 		r.res = w.e.runner.RunFrom(tr.ctx, start, tr.budget(rt), w.attemptFn)
 	}
-	end := w.e.after(start)
+	// The run's length from the monotonic clock only (clock.Since: half a time.Now on a
+	// VM's clock source), read once for its latency, its speed and its end.
+	d := clock.Since(w.e.clock, start)
+	end := start.Add(d)
 	r.readStale = w.in.ReadStale()
 	f := w.fast.Load()
-	if nf := nextFast(f, end.Sub(start), r.res.Attempts); nf != f {
+	if nf := nextFast(f, d, r.res.Attempts); nf != f {
 		w.fast.Store(nf) // only when it changes: an atomic store costs a full barrier
 	}
 	if w.phase.CompareAndSwap(phase(tr.tick, phRunning)|busyBit, phase(tr.tick, phCommitting)|busyBit) {
-		w.report(tr, rt, start, end)
+		w.report(tr, rt, d, end)
 		// Done and not busy in one store: whoever sees Done (the engine at the deadline, the
 		// next admission) does not see the module still running. The next admission waits
 		// while the phase is Committing, so nothing overwrites Done early.
@@ -761,13 +769,13 @@ func (w *worker) busy() bool { return phaseBusy(w.phase.Load()) != 0 }
 
 // report commits and fills the summary line of a run that returned in time. A fault is
 // left in the engine's kinds and errs (the line takes it once the tier is over).
-func (w *worker) report(tr *tierRun, rt *modRT, start, end time.Time) {
+func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) {
 	r := &w.res
 	e := w.e
 	i := rt.idx
 	ln := &tr.l.recs[i]
 	ln.attempts = int32(r.res.Attempts)
-	ln.latencyMs = blackboard.Millis(end.Sub(start))
+	ln.latencyMs = blackboard.Millis(d)
 	if r.res.BudgetExhausted {
 		tr.budgetExhausted.Store(true)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/internal/rtsched"
 	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
@@ -78,6 +79,9 @@ func (c *Config) check() tiers.Problems {
 	}
 	if c.Cycle.PreciseMargin < 0 {
 		add("cycle.precise_margin", "must be >= 0")
+	}
+	if p := c.Cycle.RealtimePriority; p != 0 && (p < rtsched.MinPriority || p > rtsched.MaxPriority) {
+		add("cycle.realtime_priority", "must be 0 (off) or a SCHED_FIFO priority from %d to %d", rtsched.MinPriority, rtsched.MaxPriority)
 	}
 	checkBackoff("backoff", c.Backoff, add)
 	if c.Emergency.RecoverAfter < 1 {

@@ -43,6 +43,7 @@ const MaxFileSize = 4 << 20
 // can override. Lists of tiers and modules come from the file only.
 var envKeys = []string{
 	"cycle.period", "cycle.overrun", "cycle.catch_up_max", "cycle.history", "cycle.timing", "cycle.precise_margin",
+	"cycle.realtime_priority",
 	"backoff.base", "backoff.factor", "backoff.max", "backoff.jitter",
 	"emergency.skip_tiers", "emergency.latch", "emergency.recover_after",
 	"lastgood.default_ttl",

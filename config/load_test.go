@@ -166,6 +166,7 @@ func TestLoadEnvironmentAndFlags(t *testing.T) {
 	t.Setenv("CYCLED_HTTP_ADMIN_TOKEN", "s3cret")
 	t.Setenv("CYCLED_EMERGENCY_SKIP_TIERS", "planning, execution")
 	t.Setenv("CYCLED_STATE_DIR", "/var/lib/cycled")
+	t.Setenv("CYCLED_CYCLE_REALTIME_PRIORITY", "10")
 	path := writeFile(t, "c.yaml", minimal+"log: {level: warn, format: json}\n")
 	t.Setenv("CYCLED_CONFIG", path)
 
@@ -174,7 +175,7 @@ func TestLoadEnvironmentAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Source() != path || c.HTTP.Addr != "0.0.0.0:9090" || c.Cycle.Period != 250*time.Millisecond ||
-		c.Log.Level != "debug" || c.Log.Format != "json" || c.HTTP.AdminToken != "s3cret" || c.StateDir != "/var/lib/cycled" ||
+		c.Log.Level != "debug" || c.Log.Format != "json" || c.HTTP.AdminToken != "s3cret" || c.StateDir != "/var/lib/cycled" || c.Cycle.RealtimePriority != 10 ||
 		!slices.Equal(c.Emergency.SkipTiers, []string{"planning", "execution"}) {
 		t.Fatalf("environment not applied: %+v", c)
 	}
@@ -289,6 +290,8 @@ modules:
 		{"unknown fault kind", "tiers:\n  - {name: safety, retry_on: [flaky]}\n", []string{"tiers[0].retry_on[0]"}, "unknown fault kind"},
 		{"breaker zero", "breakers:\n  b: {failure_threshold: 0}\n", []string{"breakers.b.failure_threshold"}, "must be >= 1"},
 		{"bool", "emergency: {latch: yes}\n", []string{"emergency.latch"}, "want true or false"},
+		{"realtime priority too high", "cycle: {realtime_priority: 100}\n", []string{"cycle.realtime_priority"}, "must be 0 (off) or a SCHED_FIFO priority from 1 to 99"},
+		{"realtime priority negative", "cycle: {realtime_priority: -1}\n", []string{"cycle.realtime_priority"}, "must be 0 (off)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

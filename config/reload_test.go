@@ -225,3 +225,23 @@ func TestReloaderKeepsUnchangedHTTPModules(t *testing.T) {
 		t.Error("a changed http module kept its old instance")
 	}
 }
+
+// TestReloaderRealtimePriorityNeedsRestart: the daemon sets its threads' scheduling once,
+// at start; a reload that changes the priority is applied otherwise and says so.
+func TestReloaderRealtimePriorityNeedsRestart(t *testing.T) {
+	path := writeFile(t, "c.yaml", reloadBase)
+	_, r := startFromFile(t, path)
+	changed := strings.Replace(reloadBase, "cycle: {period: 0}", "cycle: {period: 0, realtime_priority: 20}", 1)
+	if err := os.WriteFile(path, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Last().RestartRequired; len(got) != 1 || got[0] != "cycle.realtime_priority" {
+		t.Fatalf("restart required %v, want [cycle.realtime_priority]", got)
+	}
+	if r.Current().Cycle.RealtimePriority != 20 {
+		t.Fatalf("the configuration in force shows priority %d, want 20", r.Current().Cycle.RealtimePriority)
+	}
+}

@@ -59,6 +59,11 @@ type CycleConfig struct {
 	Timing cycle.Timing `yaml:"timing"`
 	// PreciseMargin is how long before a target precise timing starts spinning (default 1.5ms).
 	PreciseMargin time.Duration `yaml:"precise_margin"`
+	// RealtimePriority, from 1 to 99, runs the daemon's threads under the real-time policy
+	// SCHED_FIFO at that priority (Linux; needs CAP_SYS_NICE or RLIMIT_RTPRIO), so that
+	// other processes and the daemon's own HTTP clients on the same CPUs do not delay its
+	// ticks. 0 (the default) leaves the normal policy. Changing it needs a restart.
+	RealtimePriority int `yaml:"realtime_priority"`
 }
 
 // BackoffConfig is a retry backoff: base · factor^(attempt-1), capped at max, ± jitter.

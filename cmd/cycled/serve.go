@@ -17,6 +17,7 @@ import (
 	"github.com/cycled/cycled/api"
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/internal/rtsched"
 	"github.com/cycled/cycled/metrics"
 	"github.com/cycled/cycled/tiers"
 )
@@ -72,6 +73,17 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		zap.Duration("period", cfg.Cycle.Period), zap.Int("tiers", len(cfg.Tiers)), zap.Int("modules", len(cfg.Modules)))
 	for _, w := range cfg.Validate().Warnings() {
 		log.Warn("configuration warning", zap.String("field", w.Path), zap.String("message", w.Message))
+	}
+
+	if p := cfg.Cycle.RealtimePriority; p > 0 {
+		// Before the engine and the HTTP server start their goroutines: threads started
+		// later inherit the policy from the thread that starts them.
+		n, err := rtsched.Apply(p)
+		if err != nil {
+			log.Error("cannot run at real-time priority", zap.String("field", "cycle.realtime_priority"), zap.Error(err))
+			return exitError
+		}
+		log.Info("real-time scheduling", zap.String("policy", "SCHED_FIFO"), zap.Int("priority", p), zap.Int("threads", n))
 	}
 
 	reg := prometheus.NewRegistry()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 // httpResult is one HTTP-load run against the daemon.
 type httpResult struct {
 	Timing     string        `json:"timing"`
+	Realtime   int           `json:"realtime_priority,omitempty"` // the daemon's cycle.realtime_priority (0: normal policy)
 	Rep        int           `json:"rep"`
 	IdleLag    stats.Summary `json:"idle_lag_us"`
 	IdleMissed int           `json:"idle_missed"`
@@ -121,10 +123,10 @@ func childLoad(url string, conns int, dur time.Duration, longPoll bool) {
 }
 
 // daemonConfig is the daemon's configuration: 100 Hz, history 1000, the five seed tiers
-// with 10 trivial builtin modules each.
-func daemonConfig(addr, timing, stateDir string) string {
+// with 10 trivial builtin modules each, at real-time priority rt (0: the normal policy).
+func daemonConfig(addr, timing string, rt int, stateDir string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "cycle: {period: 10ms, overrun: skip, history: 1000, timing: %s}\n", timing)
+	fmt.Fprintf(&b, "cycle: {period: 10ms, overrun: skip, history: 1000, timing: %s, realtime_priority: %d}\n", timing, rt)
 	fmt.Fprintf(&b, "http: {addr: %q}\nlog: {level: warn, format: json}\nstate_dir: %q\n", addr, stateDir)
 	b.WriteString("tiers:\n")
 	tiers := []string{"safety", "knowledge", "perception", "planning", "execution"}
@@ -194,30 +196,67 @@ func runHTTP(o *opts) []httpResult {
 		fatalf("%v", err)
 	}
 	defer os.RemoveAll(dir)
+	modes := httpModes(rtPermitted())
 	var out []httpResult
 	for rep := 1; rep <= o.reps; rep++ {
-		timings := []string{"coarse", "precise"}
-		if rep%2 == 0 {
-			timings = []string{"precise", "coarse"}
-		}
-		for _, timing := range timings {
-			r := httpRun(o, dir, timing, phase, warm)
+		// The order of the daemon runs rotates from one repetition to the next.
+		for k := range modes {
+			m := modes[(k+rep-1)%len(modes)]
+			r := httpRun(o, dir, m.timing, m.rt, phase, warm)
 			r.Rep = rep
-			logf("http rep %d %-7s: start lag p99 idle %7.1f µs (missed %d); load %6.0f req/s p99 %7.0f µs: lag p99 %7.1f µs (missed %d); niced load %6.0f req/s p99 %7.0f µs: lag p99 %7.1f µs (missed %d)",
-				rep, timing, r.IdleLag.P99, r.IdleMissed, r.Load.RPS, r.Load.Latency.P99, r.Load.Lag.P99, r.Load.Missed,
+			logf("http rep %d %-13s: start lag p99 idle %7.1f µs (missed %d); load %6.0f req/s p99 %7.0f µs: lag p99 %7.1f µs (missed %d); niced load %6.0f req/s p99 %7.0f µs: lag p99 %7.1f µs (missed %d)",
+				rep, m.label(), r.IdleLag.P99, r.IdleMissed, r.Load.RPS, r.Load.Latency.P99, r.Load.Lag.P99, r.Load.Missed,
 				r.Niced.RPS, r.Niced.Latency.P99, r.Niced.Lag.P99, r.Niced.Missed)
-			logf("http rep %d %-7s: long-poll %6.0f req/s: lag p99 %7.1f µs (missed %d)", rep, timing, r.LongPoll.RPS, r.LongPoll.Lag.P99, r.LongPoll.Missed)
+			logf("http rep %d %-13s: long-poll %6.0f req/s: lag p99 %7.1f µs (missed %d)", rep, m.label(), r.LongPoll.RPS, r.LongPoll.Lag.P99, r.LongPoll.Missed)
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-func httpRun(o *opts, dir, timing string, phase, warm time.Duration) httpResult {
+// httpRealtime is the daemon's cycle.realtime_priority in the real-time runs.
+const httpRealtime = 10
+
+// httpMode is how the daemon runs in one HTTP measurement: its timing and its real-time
+// priority (0: the normal policy).
+type httpMode struct {
+	timing string
+	rt     int
+}
+
+func (m httpMode) label() string {
+	if m.rt == 0 {
+		return m.timing
+	}
+	return fmt.Sprintf("%s, FIFO %d", m.timing, m.rt)
+}
+
+// httpModes are the daemon's modes measured: both timings at the normal policy, and at
+// real-time priority where this process may give it (rt).
+func httpModes(rt bool) []httpMode {
+	modes := []httpMode{{"coarse", 0}, {"precise", 0}}
+	if rt {
+		modes = append(modes, httpMode{"coarse", httpRealtime}, httpMode{"precise", httpRealtime})
+	} else {
+		logf("http: real-time priority is not permitted here (not root, RLIMIT_RTPRIO below %d): measured at the normal policy only", httpRealtime)
+	}
+	return modes
+}
+
+// rtPermitted reports whether a daemon started by this process may use SCHED_FIFO at
+// httpRealtime: as root, or with an RLIMIT_RTPRIO at least that high.
+func rtPermitted() bool {
+	var lim syscall.Rlimit
+	const rlimitRTPrio = 14 // RLIMIT_RTPRIO on Linux
+	return runtime.GOOS == "linux" && (os.Geteuid() == 0 || syscall.Getrlimit(rlimitRTPrio, &lim) == nil && lim.Cur >= httpRealtime)
+}
+
+func httpRun(o *opts, dir, timing string, rt int, phase, warm time.Duration) httpResult {
 	addr := freeAddr()
-	cfgPath := filepath.Join(dir, "cycled-"+timing+".yaml")
-	stateDir := filepath.Join(dir, "state-"+timing)
-	if err := os.WriteFile(cfgPath, []byte(daemonConfig(addr, timing, stateDir)), 0o644); err != nil {
+	name := fmt.Sprintf("%s-%d", timing, rt)
+	cfgPath := filepath.Join(dir, "cycled-"+name+".yaml")
+	stateDir := filepath.Join(dir, "state-"+name)
+	if err := os.WriteFile(cfgPath, []byte(daemonConfig(addr, timing, rt, stateDir)), 0o644); err != nil {
 		fatalf("%v", err)
 	}
 	cmd := exec.Command(o.daemon, "run", "--config", cfgPath)
@@ -258,7 +297,7 @@ func httpRun(o *opts, dir, timing string, phase, warm time.Duration) httpResult 
 	}
 	time.Sleep(warm)
 
-	r := httpResult{Timing: timing}
+	r := httpResult{Timing: timing, Realtime: rt}
 	idleA := time.Now()
 	time.Sleep(phase)
 	idleB := time.Now()

@@ -300,11 +300,11 @@ const (
 
 var clientNames = [...]string{"64 tight-loop, normal priority", "64 tight-loop, nice 19", "64 long-polling"}
 
-func aggHTTP(all []httpResult, timing string, client int) (httpAgg, bool) {
+func aggHTTP(all []httpResult, m httpMode, client int) (httpAgg, bool) {
 	var a httpAgg
 	var rps, p50, p99, body, idle, load, dUs, dPct []float64
 	for _, r := range all {
-		if r.Timing != timing {
+		if r.Timing != m.timing || r.Realtime != m.rt {
 			continue
 		}
 		ph := [...]loadPhase{r.Load, r.Niced, r.LongPoll}[client]
@@ -330,11 +330,13 @@ func renderHTTP(r *results) string {
 		"first at normal priority (it competes with the daemon for the same 2 cores), then under `nice -n 19` (it yields the cores to the daemon, as a client on another "+
 		"machine would; the daemon still serves every request); then 64 clients long-poll for every tick (`?wait=5s&after=ID`, the polling the API is designed for). "+
 		"The idle phase is the 3 s before. Start lags are read afterwards from `GET /ticks?limit=1000` "+
-		"(`start_lag_ms` of the ticks started in each phase). Medians over %d repetitions; the change is the median of the per-repetition changes.\n\n", r.Reps)
+		"(`start_lag_ms` of the ticks started in each phase). Each timing runs twice: at the normal scheduling policy, and with `cycle.realtime_priority: %d` "+
+		"(every thread of the daemon under SCHED_FIFO; the load generator stays at the normal policy) where the harness may give it (root or RLIMIT_RTPRIO). "+
+		"Medians over %d repetitions; the change is the median of the per-repetition changes.\n\n", httpRealtime, r.Reps)
 	b.WriteString("| timing | client | req/s | latency p50 µs | latency p99 µs | body B | start lag p99 idle µs | under load µs | change µs | change % | missed grid points (all reps) | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, t := range []string{"coarse", "precise"} {
+	for _, m := range httpModes(true) {
 		for client := range clientNames {
-			a, ok := aggHTTP(r.HTTP, t, client)
+			a, ok := aggHTTP(r.HTTP, m, client)
 			if !ok || a.rps == 0 {
 				continue
 			}
@@ -342,7 +344,7 @@ func renderHTTP(r *results) string {
 			if client == clientLongPoll {
 				p50, p99 = "(waits for the tick)", "—"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %.0f | %s | %s | %s | %s | %d | %d |\n", t, clientNames[client], a.rps, p50, p99, a.body,
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %.0f | %s | %s | %s | %s | %d | %d |\n", m.label(), clientNames[client], a.rps, p50, p99, a.body,
 				f(a.idle), f(a.load), f(a.deltaUs), f(a.deltaPct), a.missed, a.errs)
 		}
 	}
@@ -417,14 +419,14 @@ func renderTargets(r *results) string {
 				f(m.FullHeapPerMod), how, f(m.HeapPerMod), m.Points[0].Summaries), m.FullHeapPerMod <= 2048)
 		}
 	}
-	for _, t := range []string{"coarse", "precise"} {
+	for _, m := range httpModes(true) {
 		for client := range clientNames {
-			a, ok := aggHTTP(r.HTTP, t, client)
+			a, ok := aggHTTP(r.HTTP, m, client)
 			if !ok || a.rps == 0 {
 				continue
 			}
 			limit := math.Max(0.10*a.idle, 100)
-			row(fmt.Sprintf("HTTP polling moves start-lag p99 by ≤ max(10%%, 100 µs) (%s, %s)", t, clientNames[client]),
+			row(fmt.Sprintf("HTTP polling moves start-lag p99 by ≤ max(10%%, 100 µs) (%s, %s)", m.label(), clientNames[client]),
 				fmt.Sprintf("%s → %s µs (%s µs, %s%%; allowed %s µs)", f(a.idle), f(a.load), f(a.deltaUs), f(a.deltaPct), f(limit)), a.deltaUs <= limit)
 		}
 	}

@@ -31,16 +31,19 @@ type periodResult struct {
 }
 
 // childPeriod runs the scheduler at hz with n trivial modules for dur (after warm) and
-// prints a periodResult. contender is "coarse", "precise" (cycled) or "ticker" (peer A's
-// tick in a time.Ticker loop).
+// prints a periodResult. contender is "coarse", "precise" (cycled), "ticker" (peer A's
+// tick in a time.Ticker loop) or "spin" (the machine's floor: no work, see spinPeriod).
 func childPeriod(contender string, hz, n int, warm, dur time.Duration) {
 	period := time.Second / time.Duration(hz)
 	var on atomic.Bool
 	spec := peers.TrivialSpec(n, false, &on, peers.FiveTiers(50*time.Millisecond, 1, 10*time.Millisecond, 100*time.Millisecond, 1<<30))
 	var res periodResult
-	if contender == "ticker" {
+	switch contender {
+	case "ticker":
 		res = tickerPeriod(spec, period, warm, dur)
-	} else {
+	case "spin":
+		res = spinPeriod(period, warm, dur)
+	default:
 		res = enginePeriod(spec, contender, period, warm, dur)
 	}
 	res.Contender, res.Hz = contender, hz
@@ -104,6 +107,45 @@ func enginePeriod(spec peers.Spec, timing string, period, warm, dur time.Duratio
 		Overruns: overruns, CPUPct: 100 * float64(c1-c0) / float64(w1.Sub(w0))}
 }
 
+// spinPeriod is the floor of period keeping on this machine: a goroutine that does no
+// work and never sleeps or yields, reading the clock until each grid point. Whatever
+// delays it is not a scheduler's doing: the virtual machine's vCPU not running (the host's
+// stalls), or the Go runtime preempting it (it allocates nothing, so no collection runs).
+// A grid point is missed when the loop sees it a whole period or more late, as a scheduler
+// skipping to the next grid point would.
+func spinPeriod(period, warm, dur time.Duration) periodResult {
+	var lags []float64
+	missed := 0
+	start := time.Now()
+	warmEnd := start.Add(warm)
+	end := warmEnd.Add(dur)
+	next := start.Add(period)
+	var c0 time.Duration
+	var w0 time.Time
+	for {
+		now := time.Now()
+		if now.Before(next) {
+			continue
+		}
+		if now.After(end) {
+			break
+		}
+		lag := now.Sub(next)
+		skipped := int(lag / period)
+		if next.After(warmEnd) {
+			if w0.IsZero() {
+				c0, w0 = cpuTime(), now
+			}
+			lags = append(lags, float64(lag.Nanoseconds())/1e3)
+			missed += skipped
+		}
+		next = next.Add(time.Duration(skipped+1) * period)
+	}
+	c1, w1 := cpuTime(), time.Now()
+	return periodResult{Lag: stats.Summarize(lags), Ticks: len(lags), Missed: missed, Expected: len(lags) + missed,
+		CPUPct: 100 * float64(c1-c0) / float64(w1.Sub(w0))}
+}
+
 func tickerPeriod(spec peers.Spec, period, warm, dur time.Duration) periodResult {
 	p := peers.NewPlain(spec)
 	ctx := context.Background()
@@ -160,7 +202,7 @@ func runPeriod(o *opts) []periodResult {
 		contender string
 		hz        int
 	}
-	cfgs := []cfg{{"coarse", 100}, {"precise", 100}, {"coarse", 1000}, {"precise", 1000}, {"ticker", 100}, {"ticker", 1000}}
+	cfgs := []cfg{{"coarse", 100}, {"precise", 100}, {"coarse", 1000}, {"precise", 1000}, {"ticker", 100}, {"ticker", 1000}, {"spin", 1000}}
 	var out []periodResult
 	for rep := 1; rep <= o.reps; rep++ {
 		k := (rep - 1) % len(cfgs)

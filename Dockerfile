@@ -11,6 +11,10 @@
 # /modules, /config/reload, …) need an admin token on a non-loopback listener: without
 # CYCLED_HTTP_ADMIN_TOKEN (or http.admin_token_file, e.g. a mounted secret) they answer
 # 403, by design. Read routes, /healthz and /metrics need no token.
+#
+# Real-time priority for the tick (cycle.realtime_priority, README): the non-root user may
+# use SCHED_FIFO up to its RLIMIT_RTPRIO, e.g.
+#   docker run --ulimit rtprio=10 -e CYCLED_CYCLE_REALTIME_PRIORITY=10 ... cycled:dev
 
 ARG GO_VERSION=1.26
 

@@ -24,7 +24,7 @@ COMPARE_REPS ?= 3
 
 ## bench-compare: cycled side by side with (A) plain Go, (B) failsafe-go and (C) a Python
 ## asyncio sketch: tick cost, deadline adherence, period keeping, memory, HTTP under load.
-## One run of about 8 minutes on 2 cores; rewrites the generated tables of BENCHMARKS.md
+## One run of about 9 minutes on 2 cores; rewrites the generated tables of BENCHMARKS.md
 ## (raw results in bench/out/results.json). bench/ is its own module (peer libraries stay
 ## out of the product's go.mod).
 bench-compare:

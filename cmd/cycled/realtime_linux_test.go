@@ -14,35 +14,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cycled/cycled/internal/rtsched"
 )
-
-// rtPermitted reports whether a process started by this one may use SCHED_FIFO at
-// priority 1: with CAP_SYS_NICE in its effective set, or with an RLIMIT_RTPRIO of at least 1.
-func rtPermitted() bool {
-	var lim unix.Rlimit
-	return hasCapSysNice() || unix.Getrlimit(unix.RLIMIT_RTPRIO, &lim) == nil && lim.Cur >= 1
-}
-
-// hasCapSysNice reports whether this process has CAP_SYS_NICE (root in a container may not).
-func hasCapSysNice() bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && caps&(1<<unix.CAP_SYS_NICE) != 0
-		}
-	}
-	return false
-}
 
 // TestDaemonRealtimePriority: with cycle.realtime_priority the daemon runs every thread
 // under SCHED_FIFO at that priority, threads started after start-up included (the HTTP
 // server's, those the ticks need).
 func TestDaemonRealtimePriority(t *testing.T) {
-	if !rtPermitted() {
+	if !rtsched.Permitted(1) {
 		t.Skip("real-time scheduling is not permitted here (not root, RLIMIT_RTPRIO 0)")
 	}
 	d := start(t, []string{"CYCLED_HTTP_ADDR=127.0.0.1:0", "CYCLED_STATE_DIR=", "CYCLED_CYCLE_PERIOD=10ms", "CYCLED_CYCLE_REALTIME_PRIORITY=1"})
@@ -82,7 +62,7 @@ func TestDaemonRealtimePriority(t *testing.T) {
 func TestDaemonRealtimePriorityNotPermitted(t *testing.T) {
 	bin := binary(t)
 	var cred *syscall.Credential
-	if rtPermitted() {
+	if rtsched.Permitted(1) {
 		if os.Geteuid() != 0 {
 			t.Skip("RLIMIT_RTPRIO permits real-time scheduling and there is no user to drop to")
 		}

@@ -11,5 +11,8 @@ func Apply(prio int) (int, error) {
 	return 0, ErrUnsupported
 }
 
+// Permitted returns false.
+func Permitted(prio int) bool { return false }
+
 // Threads returns ErrUnsupported.
 func Threads() ([]Thread, error) { return nil, ErrUnsupported }

@@ -10,13 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cycled/cycled/bench/stats"
+	"github.com/cycled/cycled/internal/rtsched"
 )
 
 // httpResult is one HTTP-load run against the daemon.
@@ -196,7 +196,7 @@ func runHTTP(o *opts) []httpResult {
 		fatalf("%v", err)
 	}
 	defer os.RemoveAll(dir)
-	modes := httpModes(rtPermitted())
+	modes := httpModes(rtsched.Permitted(httpRealtime))
 	var out []httpResult
 	for rep := 1; rep <= o.reps; rep++ {
 		// The order of the daemon runs rotates from one repetition to the next.
@@ -238,17 +238,9 @@ func httpModes(rt bool) []httpMode {
 	if rt {
 		modes = append(modes, httpMode{"coarse", httpRealtime}, httpMode{"precise", httpRealtime})
 	} else {
-		logf("http: real-time priority is not permitted here (not root, RLIMIT_RTPRIO below %d): measured at the normal policy only", httpRealtime)
+		logf("http: real-time priority is not permitted here (no CAP_SYS_NICE, RLIMIT_RTPRIO below %d): measured at the normal policy only", httpRealtime)
 	}
 	return modes
-}
-
-// rtPermitted reports whether a daemon started by this process may use SCHED_FIFO at
-// httpRealtime: as root, or with an RLIMIT_RTPRIO at least that high.
-func rtPermitted() bool {
-	var lim syscall.Rlimit
-	const rlimitRTPrio = 14 // RLIMIT_RTPRIO on Linux
-	return runtime.GOOS == "linux" && (os.Geteuid() == 0 || syscall.Getrlimit(rlimitRTPrio, &lim) == nil && lim.Cur >= httpRealtime)
 }
 
 func httpRun(o *opts, dir, timing string, rt int, phase, warm time.Duration) httpResult {

@@ -333,7 +333,7 @@ func renderHTTP(r *results) string {
 		"machine would; the daemon still serves every request); then 64 clients long-poll for every tick (`?wait=5s&after=ID`, the polling the API is designed for). "+
 		"The idle phase is the 3 s before. Start lags are read afterwards from `GET /ticks?limit=1000` "+
 		"(`start_lag_ms` of the ticks started in each phase). Each timing runs twice: at the normal scheduling policy, and with `cycle.realtime_priority: %d` "+
-		"(every thread of the daemon under SCHED_FIFO; the load generator stays at the normal policy) where the harness may give it (root or RLIMIT_RTPRIO). "+
+		"(every thread of the daemon under SCHED_FIFO; the load generator stays at the normal policy) where the harness may give it (CAP_SYS_NICE or RLIMIT_RTPRIO). "+
 		"Medians over %d repetitions; the change is the median of the per-repetition changes.\n\n", httpRealtime, r.Reps)
 	b.WriteString("| timing | client | req/s | latency p50 µs | latency p99 µs | body B | start lag p99 idle µs | under load µs | change µs | change % | missed grid points (all reps) | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range httpModes(true) {

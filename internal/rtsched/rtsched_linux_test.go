@@ -138,7 +138,7 @@ func applyChild() int {
 		fmt.Println("apply:", err)
 		return 1
 	}
-	before, _ := Threads()
+	before, _ := threads()
 	// Start threads after Apply: goroutines locked to their threads, all at once.
 	var started, release sync.WaitGroup
 	release.Add(1)
@@ -151,7 +151,7 @@ func applyChild() int {
 		}()
 	}
 	started.Wait()
-	after, err := Threads()
+	after, err := threads()
 	release.Done()
 	if err != nil {
 		fmt.Println("threads:", err)

@@ -13,6 +13,3 @@ func Apply(prio int) (int, error) {
 
 // Permitted returns false.
 func Permitted(prio int) bool { return false }
-
-// Threads returns ErrUnsupported.
-func Threads() ([]Thread, error) { return nil, ErrUnsupported }

@@ -116,6 +116,33 @@ func TestApplyPasses(t *testing.T) {
 	}
 }
 
+// thread is one thread of the process and its scheduling.
+type thread struct {
+	TID      int  // the thread's id
+	FIFO     bool // it runs under SCHED_FIFO
+	Priority int  // its real-time priority (0 under a normal policy)
+}
+
+// threads returns the scheduling of every thread of the process.
+func threads() ([]thread, error) {
+	ids, err := tids()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]thread, 0, len(ids))
+	for _, tid := range ids {
+		a, err := unix.SchedGetAttr(tid, 0)
+		if errors.Is(err, unix.ESRCH) {
+			continue // the thread ended meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("scheduling of thread %d: %w", tid, err)
+		}
+		out = append(out, thread{TID: tid, FIFO: a.Policy == unix.SCHED_FIFO, Priority: int(a.Priority)})
+	}
+	return out, nil
+}
+
 // childEnv makes the test binary run applyChild instead of the tests.
 const childEnv = "RTSCHED_TEST_CHILD"
 

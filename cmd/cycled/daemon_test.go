@@ -48,6 +48,9 @@ func binary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(rtProbeEnv) != "" {
+		os.Exit(rtProbeChild())
+	}
 	code := m.Run()
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,32 +17,6 @@ import (
 // real-time scheduling (no CAP_SYS_NICE, RLIMIT_RTPRIO below prio) Apply fails there and
 // nothing is changed.
 func Apply(prio int) (int, error) { return apply(prio, tids, setFIFO, isFIFO) }
-
-// Permitted reports whether the process may put its threads under SCHED_FIFO at prio
-// without trying: it has CAP_SYS_NICE, or an RLIMIT_RTPRIO of at least prio.
-func Permitted(prio int) bool {
-	if checkPriority(prio) != nil {
-		return false
-	}
-	var lim unix.Rlimit
-	return hasCapSysNice() || unix.Getrlimit(unix.RLIMIT_RTPRIO, &lim) == nil && lim.Cur >= uint64(prio)
-}
-
-// hasCapSysNice reports whether CAP_SYS_NICE is in the process's effective set (root in
-// a container may lack it).
-func hasCapSysNice() bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return false
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			return err == nil && caps&(1<<unix.CAP_SYS_NICE) != 0
-		}
-	}
-	return false
-}
 
 // maxPasses bounds Apply's passes over the threads: the runtime starts a handful of
 // threads at most while one pass runs.

@@ -10,6 +10,3 @@ func Apply(prio int) (int, error) {
 	}
 	return 0, ErrUnsupported
 }
-
-// Permitted returns false.
-func Permitted(prio int) bool { return false }

@@ -65,6 +65,24 @@ func (c *Config) Validate() tiers.Problems {
 	return mergeProblems(ps, eps)
 }
 
+// spinWarnings warns of a precise wait that never sleeps: with a period no longer than
+// precise_margin the scheduler spins through every whole period (a core), and at real-time
+// priority the kernel throttles a thread that never sleeps (95% of each second by default),
+// which stops the ticks for tens of milliseconds at a time.
+func (cc CycleConfig) spinWarnings() tiers.Problems {
+	if cc.Timing != cycle.Precise || cc.Period <= 0 || cc.Period > cc.PreciseMargin {
+		return nil
+	}
+	ps := tiers.Problems{{Path: "cycle.precise_margin", Warning: true, Message: fmt.Sprintf(
+		"the period (%v) is not longer than the margin: the scheduler spins through every whole period, up to a core", cc.Period)}}
+	if cc.RealtimePriority > 0 {
+		ps = append(ps, tiers.Problem{Path: "cycle.realtime_priority", Warning: true, Message: "with timing: precise and a period not longer " +
+			"than precise_margin the scheduler never sleeps, and the kernel throttles a real-time thread that never sleeps " +
+			"(kernel.sched_rt_runtime_us): ticks stop for tens of milliseconds at a time"})
+	}
+	return ps
+}
+
 // check runs the configuration-level checks that the engine does not make.
 func (c *Config) check() tiers.Problems {
 	var ps tiers.Problems
@@ -83,6 +101,7 @@ func (c *Config) check() tiers.Problems {
 	if p := c.Cycle.RealtimePriority; p != 0 && (p < rtsched.MinPriority || p > rtsched.MaxPriority) {
 		add("cycle.realtime_priority", "must be 0 (off) or a SCHED_FIFO priority from %d to %d", rtsched.MinPriority, rtsched.MaxPriority)
 	}
+	ps = append(ps, c.Cycle.spinWarnings()...)
 	checkBackoff("backoff", c.Backoff, add)
 	if c.Emergency.RecoverAfter < 1 {
 		add("emergency.recover_after", "must be >= 1")

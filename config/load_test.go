@@ -453,6 +453,34 @@ modules:
 	}
 }
 
+// TestSpinWarnings: a precise wait that never sleeps is a warning (a core spent), and
+// one more at real-time priority (the kernel throttles it); neither rejects the configuration.
+func TestSpinWarnings(t *testing.T) {
+	for _, tt := range []struct {
+		cycle string
+		want  []string // warning paths
+	}{
+		{"{period: 1ms, timing: precise}", []string{"cycle.precise_margin"}},
+		{"{period: 1ms, timing: precise, realtime_priority: 10}", []string{"cycle.precise_margin", "cycle.realtime_priority"}},
+		{"{period: 1500us, timing: precise}", []string{"cycle.precise_margin"}},
+		{"{period: 2ms, timing: precise, realtime_priority: 10}", nil},
+		{"{period: 1ms, timing: precise, precise_margin: 500us, realtime_priority: 10}", nil},
+		{"{period: 1ms, timing: coarse, realtime_priority: 10}", nil},
+		{"{period: 0, timing: precise}", nil},
+	} {
+		t.Run(tt.cycle, func(t *testing.T) {
+			c := mustLoad(t, "cycle: "+tt.cycle+"\n")
+			ps := c.Validate()
+			if len(ps.Errors()) != 0 {
+				t.Fatalf("errors %v", ps.Errors())
+			}
+			if got := paths(ps.Warnings()); !slices.Equal(got, tt.want) {
+				t.Fatalf("warnings %v, want paths %q", ps.Warnings(), tt.want)
+			}
+		})
+	}
+}
+
 func TestWarningsDoNotReject(t *testing.T) {
 	c := mustLoad(t, "modules:\n  - {name: m, tier: planning, reads: [nobody.result]}\n")
 	ps := c.Validate()

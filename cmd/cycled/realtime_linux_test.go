@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,7 +72,14 @@ func TestDaemonRealtimePriorityNotPermitted(t *testing.T) {
 		if err := os.Chmod(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		bin = copyExecutable(t, bin, filepath.Join(dir, "cycled"))
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin = filepath.Join(dir, "cycled")
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
 	}
 	// Bounded: a daemon that ignored the setting would run until killed.
@@ -114,24 +120,4 @@ func rtProbe(t *testing.T) error {
 		t.Fatalf("real-time probe: %v\n%s", err, out)
 	}
 	return nil
-}
-
-func copyExecutable(t *testing.T, from, to string) string {
-	t.Helper()
-	src, err := os.Open(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return to
 }

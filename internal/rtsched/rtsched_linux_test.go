@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -116,33 +117,6 @@ func TestApplyPasses(t *testing.T) {
 	}
 }
 
-// thread is one thread of the process and its scheduling.
-type thread struct {
-	TID      int  // the thread's id
-	FIFO     bool // it runs under SCHED_FIFO
-	Priority int  // its real-time priority (0 under a normal policy)
-}
-
-// threads returns the scheduling of every thread of the process.
-func threads() ([]thread, error) {
-	ids, err := tids()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]thread, 0, len(ids))
-	for _, tid := range ids {
-		a, err := unix.SchedGetAttr(tid, 0)
-		if errors.Is(err, unix.ESRCH) {
-			continue // the thread ended meanwhile
-		}
-		if err != nil {
-			return nil, fmt.Errorf("scheduling of thread %d: %w", tid, err)
-		}
-		out = append(out, thread{TID: tid, FIFO: a.Policy == unix.SCHED_FIFO, Priority: int(a.Priority)})
-	}
-	return out, nil
-}
-
 // childEnv makes the test binary run applyChild instead of the tests.
 const childEnv = "RTSCHED_TEST_CHILD"
 
@@ -165,7 +139,7 @@ func applyChild() int {
 		fmt.Println("apply:", err)
 		return 1
 	}
-	before, _ := threads()
+	before, _ := tids()
 	// Start threads after Apply: goroutines locked to their threads, all at once.
 	var started, release sync.WaitGroup
 	release.Add(1)
@@ -178,26 +152,26 @@ func applyChild() int {
 		}()
 	}
 	started.Wait()
-	after, err := threads()
-	release.Done()
+	after, err := tids()
+	defer release.Done()
 	if err != nil {
 		fmt.Println("threads:", err)
 		return 1
 	}
-	old := map[int]bool{}
-	for _, th := range before {
-		old[th.TID] = true
-	}
-	fresh := 0
-	for _, th := range after {
-		if !old[th.TID] {
-			fresh++
+	fresh := len(after)
+	for _, tid := range after {
+		if slices.Contains(before, tid) {
+			fresh--
 		}
 	}
 	fmt.Printf("changed %d, started %d\n", n, fresh)
-	for _, th := range after {
-		if !th.FIFO || th.Priority != 1 {
-			fmt.Printf("thread %d: fifo %v priority %d\n", th.TID, th.FIFO, th.Priority)
+	for _, tid := range after {
+		switch ok, err := isFIFO(tid, 1); {
+		case errors.Is(err, unix.ESRCH): // the thread ended meanwhile
+		case err != nil:
+			fmt.Printf("thread %d: %v\n", tid, err)
+		case !ok:
+			fmt.Printf("thread %d: not SCHED_FIFO at 1\n", tid)
 		}
 	}
 	return 0

@@ -247,7 +247,7 @@ func renderPeriod(r *results) string {
 		"Start lag = actual start − grid point, from each summary's `scheduled_at` and `started_at`; missed = grid points skipped (overrun policy `skip`). "+
 		"`A ticker`: peer A's tick driven by a `time.Ticker` (lag = receive time − the ticker's scheduled time; one repetition, for context). "+
 		"`machine floor`: a goroutine with no work that never sleeps or yields, reading the clock until each grid point (a point is missed when it sees it a period or more late): "+
-		"what delays it is the virtual machine not running its vCPU or the Go runtime preempting it, which no scheduler in the process can avoid. "+
+		"what delays it is other processes or the virtual machine taking its vCPU, or the Go runtime preempting it, which no scheduler in the process can avoid. "+
 		"CPU = process CPU time ÷ wall time (100%% = one core). Medians over %d repetitions.\n\n", r.Reps)
 	b.WriteString("| contender | rate | lag p50 µs | lag p99 µs | lag max µs | missed (median / worst rep) | of grid points | overruns (total) | CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	label := map[string]string{"coarse": "cycled coarse", "precise": "cycled precise", "ticker": "A ticker", "spin": "machine floor (spin, no work)"}
@@ -336,7 +336,7 @@ func renderHTTP(r *results) string {
 		"(every thread of the daemon under SCHED_FIFO; the load generator stays at the normal policy) where the harness may give it (CAP_SYS_NICE or RLIMIT_RTPRIO). "+
 		"Medians over %d repetitions; the change is the median of the per-repetition changes.\n\n", httpRealtime, r.Reps)
 	b.WriteString("| timing | client | req/s | latency p50 µs | latency p99 µs | body B | start lag p99 idle µs | under load µs | change µs | change % | missed grid points (all reps) | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, m := range httpModes(true) {
+	for _, m := range httpModes {
 		for client := range clientNames {
 			a, ok := aggHTTP(r.HTTP, m, client)
 			if !ok || a.rps == 0 {
@@ -425,7 +425,7 @@ func renderTargets(r *results) string {
 				f(m.FullHeapPerMod), how, f(m.HeapPerMod), m.Points[0].Summaries), m.FullHeapPerMod <= 2048)
 		}
 	}
-	for _, m := range httpModes(true) {
+	for _, m := range httpModes {
 		for client := range clientNames {
 			a, ok := aggHTTP(r.HTTP, m, client)
 			if !ok || a.rps == 0 {

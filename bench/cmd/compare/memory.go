@@ -170,7 +170,7 @@ func runMemory(o *opts) []memResult {
 		if c.fill {
 			args = append(args, "-fill")
 		}
-		if err := runChild(&r, args...); err != nil {
+		if err := runChild(&r, nil, args...); err != nil {
 			fatalf("%v", err)
 		}
 		logf("memory %-8s N=%6d: heap %6.0f B/module RSS %6.0f B/module with %d summaries; +%.1f B/module per summary; history of %d: %7.0f B/module (measured %v), %.1fs",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -30,10 +31,19 @@ type periodResult struct {
 	CPUPct    float64       `json:"cpu_pct"`
 }
 
+// preciseOneP is cycled's precise timing in a process limited to one P (GOMAXPROCS=1 in
+// its environment, as an operator would set it): the configuration BENCHMARKS.md
+// recommends for kHz loops of light modules on a machine with few cores.
+const preciseOneP = "precise-1p"
+
 // childPeriod runs the scheduler at hz with n trivial modules for dur (after warm) and
-// prints a periodResult. contender is "coarse", "precise" (cycled), "ticker" (peer A's
-// tick in a time.Ticker loop) or "spin" (the machine's floor: no work, see spinPeriod).
+// prints a periodResult. contender is "coarse", "precise", preciseOneP (cycled), "ticker"
+// (peer A's tick in a time.Ticker loop) or "spin" (the machine's floor: no work, see
+// spinPeriod).
 func childPeriod(contender string, hz, n int, warm, dur time.Duration) {
+	if contender == preciseOneP && runtime.GOMAXPROCS(0) != 1 {
+		fatalf("%s: GOMAXPROCS is %d, want 1 (set in the child's environment)", contender, runtime.GOMAXPROCS(0))
+	}
 	period := time.Second / time.Duration(hz)
 	var on atomic.Bool
 	spec := peers.TrivialSpec(n, false, &on, peers.FiveTiers(50*time.Millisecond, 1, 10*time.Millisecond, 100*time.Millisecond, 1<<30))
@@ -76,7 +86,7 @@ func enginePeriod(spec peers.Spec, timing string, period, warm, dur time.Duratio
 		mu.Unlock()
 	}}
 	cfg, regs := peers.EngineConfig(spec, cycle.Coarse)
-	if timing == "precise" {
+	if timing == "precise" || timing == preciseOneP {
 		cfg.Timing = cycle.Precise
 	}
 	cfg.Period = period
@@ -178,13 +188,17 @@ func tickerPeriod(spec peers.Spec, period, warm, dur time.Duration) periodResult
 		CPUPct: 100 * float64(c1-c0) / float64(w1.Sub(w0))}
 }
 
-// runChild runs this binary with args and decodes its JSON output into out.
-func runChild(out any, args ...string) error {
+// runChild runs this binary with args, and env added to its environment, and decodes its
+// JSON output into out.
+func runChild(out any, env []string, args ...string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command(exe, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stderr = os.Stderr
 	b, err := cmd.Output()
 	if err != nil {
@@ -202,22 +216,27 @@ func runPeriod(o *opts) []periodResult {
 		contender string
 		hz        int
 	}
-	cfgs := []cfg{{"coarse", 100}, {"precise", 100}, {"coarse", 1000}, {"precise", 1000}, {"ticker", 100}, {"ticker", 1000}, {"spin", 1000}}
+	cfgs := []cfg{{"coarse", 100}, {"precise", 100}, {preciseOneP, 100}, {"coarse", 1000}, {"precise", 1000}, {preciseOneP, 1000},
+		{"ticker", 100}, {"ticker", 1000}, {"spin", 1000}}
 	var out []periodResult
 	for rep := 1; rep <= o.reps; rep++ {
 		k := (rep - 1) % len(cfgs)
 		order := append(append([]cfg{}, cfgs[k:]...), cfgs[:k]...)
 		for _, c := range order {
-			if c.contender == "ticker" && rep > 1 {
+			if rep > 1 && (c.contender == "ticker" || c.contender == "coarse" && c.hz == 1000) {
 				continue // context for the reader, not a target: one repetition
 			}
+			var env []string
+			if c.contender == preciseOneP {
+				env = []string{"GOMAXPROCS=1"}
+			}
 			var r periodResult
-			if err := runChild(&r, "-child", "period", "-contender", c.contender, "-hz", fmt.Sprint(c.hz),
+			if err := runChild(&r, env, "-child", "period", "-contender", c.contender, "-hz", fmt.Sprint(c.hz),
 				"-n", "500", "-warm", warm.String(), "-dur", dur.String()); err != nil {
 				fatalf("%v", err)
 			}
 			r.Rep = rep
-			logf("period rep %d %-8s %4d Hz: lag p50 %7.1f p99 %7.1f max %8.1f µs, %d ticks, missed %d/%d, overruns %d, cpu %.0f%%",
+			logf("period rep %d %-10s %4d Hz: lag p50 %7.1f p99 %7.1f max %8.1f µs, %d ticks, missed %d/%d, overruns %d, cpu %.0f%%",
 				rep, c.contender, c.hz, r.Lag.P50, r.Lag.P99, r.Lag.Max, r.Ticks, r.Missed, r.Expected, r.Overruns, r.CPUPct)
 			out = append(out, r)
 		}

@@ -15,6 +15,8 @@
 # Real-time priority for the tick (cycle.realtime_priority, README): the non-root user may
 # use SCHED_FIFO up to its RLIMIT_RTPRIO, e.g.
 #   docker run --ulimit rtprio=10 -e CYCLED_CYCLE_REALTIME_PRIORITY=10 ... cycled:dev
+# Precise timing at high rates on a machine with few cores keeps its period better on one
+# P (README, "Precise timing on a small machine"): docker run -e GOMAXPROCS=1 ...
 
 ARG GO_VERSION=1.26
 

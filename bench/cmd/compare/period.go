@@ -32,8 +32,8 @@ type periodResult struct {
 }
 
 // preciseOneP is cycled's precise timing in a process limited to one P (GOMAXPROCS=1 in
-// its environment, as an operator would set it): the configuration BENCHMARKS.md
-// recommends for kHz loops of light modules on a machine with few cores.
+// its environment, as an operator would set it): what the README recommends for fast
+// loops of light modules, lightly polled, on a machine with few cores.
 const preciseOneP = "precise-1p"
 
 // childPeriod runs the scheduler at hz with n trivial modules for dur (after warm) and

@@ -59,7 +59,9 @@ const (
 	Coarse Timing = iota
 	// Precise sleeps until PreciseMargin before the target, then spins with
 	// runtime.Gosched until it is reached. It costs up to one core for the margin of every
-	// wait. Only the real clock spins; other clocks wait on timers.
+	// wait. Only the real clock spins; other clocks wait on timers. On a machine with few
+	// cores a lightly loaded process keeps its period better with GOMAXPROCS=1, which the
+	// engine leaves to its caller (README, "Precise timing on a small machine").
 	Precise
 )
 

@@ -3,10 +3,12 @@ PKGS := ./...
 
 .PHONY: test bench bench-tick lint run build docker soak bench-compare fmt
 
-## test: vet and run every test with the race detector (what CI runs).
+## test: vet and run every test with the race detector (what CI runs), the comparison
+## harness's own module (bench/: its statistics, the peers' semantics, its verdicts) included.
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 
 REPS ?= 5
 

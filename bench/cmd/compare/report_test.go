@@ -1,0 +1,50 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cycled/cycled/bench/stats"
+)
+
+// TestPeriodTargets: the period targets are judged for precise timing with the default
+// Ps and again on one P, each from its own runs; at 1 kHz the worst repetition decides.
+func TestPeriodTargets(t *testing.T) {
+	run := func(cont string, hz, rep, missed int, p99 float64) periodResult {
+		expected := hz * 5
+		return periodResult{Contender: cont, Hz: hz, Rep: rep, Lag: stats.Summary{N: expected - missed, P99: p99},
+			Ticks: expected - missed, Missed: missed, Expected: expected}
+	}
+	r := &results{Period: []periodResult{
+		// Two Ps: 100 Hz within its targets, 1 kHz missing 0.2% in one repetition.
+		run("precise", 100, 1, 0, 40), run("precise", 100, 2, 0, 60), run("precise", 100, 3, 0, 50),
+		run("precise", 1000, 1, 2, 50), run("precise", 1000, 2, 10, 60), run("precise", 1000, 3, 1, 55),
+		// One P: 100 Hz misses a point in one repetition and its p99, 1 kHz within.
+		run(preciseOneP, 100, 1, 1, 150), run(preciseOneP, 100, 2, 0, 120), run(preciseOneP, 100, 3, 0, 30),
+		run(preciseOneP, 1000, 1, 0, 8), run(preciseOneP, 1000, 2, 4, 9), run(preciseOneP, 1000, 3, 0, 7),
+		run("spin", 1000, 1, 0, 1),
+	}}
+	rows := map[string]string{}
+	for _, line := range strings.Split(renderTargets(r), "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) == 3 {
+			rows[strings.TrimPrefix(cells[0], "| ")] = strings.TrimSuffix(cells[2], " |")
+		}
+	}
+	for target, want := range map[string]string{
+		"start lag p99 ≤ 100 µs at 100 Hz (precise)":               "**met**",
+		"no missed grid point at 100 Hz (precise)":                 "**met**",
+		"start lag p99 ≤ 250 µs at 1 kHz (precise)":                "**met**",
+		"< 0.1% missed at 1 kHz (precise)":                         "**missed**",
+		"start lag p99 ≤ 100 µs at 100 Hz (precise, GOMAXPROCS 1)": "**missed**",
+		"no missed grid point at 100 Hz (precise, GOMAXPROCS 1)":   "**missed**",
+		"start lag p99 ≤ 250 µs at 1 kHz (precise, GOMAXPROCS 1)":  "**met**",
+		"< 0.1% missed at 1 kHz (precise, GOMAXPROCS 1)":           "**met**",
+	} {
+		if got, ok := rows[target]; !ok {
+			t.Errorf("no row %q in\n%s", target, renderTargets(r))
+		} else if got != want {
+			t.Errorf("%s: %s, want %s", target, got, want)
+		}
+	}
+}

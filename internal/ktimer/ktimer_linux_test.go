@@ -1,0 +1,126 @@
+package ktimer
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// within waits for a signal on c for at most d of real time and reports whether one came.
+func within(c <-chan struct{}, d time.Duration) bool {
+	bound := time.NewTimer(d)
+	defer bound.Stop()
+	select {
+	case <-c:
+		return true
+	case <-bound.C:
+		return false
+	}
+}
+
+func newTimer(t *testing.T) *Timer {
+	t.Helper()
+	kt, err := New(time.Now)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = kt.Close() })
+	return kt
+}
+
+// The kernel never ends a timer early: the signal comes no sooner than d after Arm.
+func TestArmFiresNotEarly(t *testing.T) {
+	kt := newTimer(t)
+	for _, d := range []time.Duration{0, 300 * time.Microsecond, 2 * time.Millisecond} {
+		start := time.Now()
+		if err := kt.Arm(d); err != nil {
+			t.Fatalf("Arm(%v): %v", d, err)
+		}
+		if !within(kt.C(), 5*time.Second) {
+			t.Fatalf("Arm(%v): no signal within 5 s", d)
+		}
+		if got := time.Since(start); got < d {
+			t.Errorf("Arm(%v): signalled after %v, before the timer was due", d, got)
+		}
+	}
+}
+
+// Arm replaces an earlier arming: a timer armed for an hour, then for 1 ms, fires now.
+func TestArmReplaces(t *testing.T) {
+	kt := newTimer(t)
+	if err := kt.Arm(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := kt.Arm(time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if !within(kt.C(), 5*time.Second) {
+		t.Fatal("re-armed for 1 ms: no signal within 5 s")
+	}
+}
+
+// Disarm stops a timer before it expires, and takes a signal already left on C.
+func TestDisarm(t *testing.T) {
+	kt := newTimer(t)
+	if err := kt.Arm(5 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := kt.Disarm(); err != nil {
+		t.Fatal(err)
+	}
+	if within(kt.C(), 50*time.Millisecond) {
+		t.Fatal("signal 50 ms after disarming a 5 ms timer")
+	}
+
+	// A signal left on C (an expiry that the caller did not wait for) is taken.
+	kt.c <- struct{}{}
+	if err := kt.Disarm(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-kt.C():
+		t.Fatal("a signal was left on C after Disarm")
+	default:
+	}
+}
+
+// Close ends the reading goroutine (TestMain's goleak check) and closes C; the timer
+// refuses to be armed after it.
+func TestClose(t *testing.T) {
+	kt, err := New(time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kt.Arm(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := kt.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, ok := <-kt.C(); ok {
+		t.Fatal("C delivered a value after Close")
+	}
+	if err := kt.Arm(time.Millisecond); err == nil {
+		t.Fatal("Arm after Close: no error")
+	}
+}
+
+// A clock that stands still while the thread sleeps in the kernel is refused: a frozen
+// one, and time.Now inside a synctest bubble (where a goroutine waiting in the poller
+// would keep the bubble's time from ever moving).
+func TestVirtualClockRefused(t *testing.T) {
+	frozen := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := New(func() time.Time { return frozen }); !errors.Is(err, ErrVirtual) {
+		t.Errorf("frozen clock: err = %v, want ErrVirtual", err)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		if _, err := New(time.Now); !errors.Is(err, ErrVirtual) {
+			t.Errorf("in a synctest bubble: err = %v, want ErrVirtual", err)
+		}
+	})
+}

@@ -1,0 +1,26 @@
+//go:build !linux
+
+package ktimer
+
+import "time"
+
+// Supported reports whether this system has kernel timers: this one has none.
+const Supported = false
+
+// Timer is a kernel timer; on this system there is none (see New).
+type Timer struct{}
+
+// New returns ErrUnsupported: timerfd is Linux's.
+func New(now func() time.Time) (*Timer, error) { return nil, ErrUnsupported }
+
+// C returns nil.
+func (t *Timer) C() <-chan struct{} { return nil }
+
+// Arm returns ErrUnsupported.
+func (t *Timer) Arm(d time.Duration) error { return ErrUnsupported }
+
+// Disarm returns ErrUnsupported.
+func (t *Timer) Disarm() error { return ErrUnsupported }
+
+// Close returns nil.
+func (t *Timer) Close() error { return nil }

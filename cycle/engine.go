@@ -14,6 +14,7 @@ import (
 	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/internal/ktimer"
 	"github.com/cycled/cycled/lastgood"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
@@ -185,8 +186,10 @@ type Engine struct {
 	active     *state // guarded by tickMu
 	nextID     uint64 // guarded by tickMu
 	em         emergencyState
-	pendingGap int         // guarded by tickMu: grid points skipped before the next tick
-	timer      clock.Timer // guarded by tickMu
+	pendingGap int           // guarded by tickMu: grid points skipped before the next tick
+	timer      clock.Timer   // guarded by tickMu
+	kt         *ktimer.Timer // guarded by tickMu; finishes coarse deadline waits (see kernelTimer)
+	ktNone     bool          // guarded by tickMu; there is no kernel timer to be had
 	stall      stallWatch
 	curTick    atomic.Uint64
 
@@ -665,6 +668,10 @@ func (e *Engine) Close() error {
 	e.lines.stop()
 	if e.timer != nil {
 		e.timer.Stop()
+	}
+	if e.kt != nil {
+		e.kt.Close() // ends its reading goroutine before Close returns
+		e.kt, e.ktNone = nil, true
 	}
 	e.stall.halt()
 	return nil

@@ -1,0 +1,78 @@
+package cycle
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/tiers"
+)
+
+// deadlineCase is an engine whose "work" tier (budget 5 ms) holds a module that ignores
+// its context until release is closed, and a trivial one.
+func deadlineCase(t *testing.T) (*Engine, chan struct{}) {
+	t.Helper()
+	release := make(chan struct{})
+	hung := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+		<-release
+		return "late", nil
+	}}
+	ts := []tiers.Tier{
+		{Name: "safety", Budget: 50 * time.Millisecond, MaxAttempts: 1},
+		{Name: "work", Budget: 5 * time.Millisecond, MaxAttempts: 1},
+	}
+	e := newEngine(t, Config{Tiers: ts}, []Registration{
+		reg("guard", "safety", ok(1)), reg("hung", "work", hung), reg("fine", "work", ok(2)),
+	})
+	return e, release
+}
+
+// On the wall clock a coarse wait that runs into its tier's deadline is finished on the
+// kernel's timer (package ktimer): the engine makes one on first need, the tier is taken
+// no earlier than its budget with the module that ignored its context abandoned, and
+// Close releases the timer (its goroutine is gone: TestMain's goleak check).
+func TestCoarseDeadlineOnKernelTimer(t *testing.T) {
+	e, release := deadlineCase(t)
+	defer close(release)
+	s := tick(t, e)
+	if e.kt == nil {
+		t.Fatal("the coarse deadline wait was not finished on a kernel timer")
+	}
+	if got := mod(t, s, "hung").Status; got != faultsummary.StatusTimedOut {
+		t.Errorf("hung: status %q, want timed_out", got)
+	}
+	if got := mod(t, s, "fine").Status; got != faultsummary.StatusOK {
+		t.Errorf("fine: status %q, want ok", got)
+	}
+	if w := tierOf(t, s, "work"); w.ElapsedMs < 5 || !w.BudgetExhausted {
+		t.Errorf("work tier: elapsed %.3f ms, budget exhausted %v; want ≥ 5 ms and exhausted", w.ElapsedMs, w.BudgetExhausted)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if e.kt != nil {
+		t.Error("Close left the kernel timer open")
+	}
+}
+
+// Inside a synctest bubble time is virtual: the engine must not wait on the kernel's
+// timer (a goroutine waiting in the poller would keep the bubble's time from moving, and
+// this test would never end). The deadline is kept on the virtual clock to the nanosecond.
+func TestNoKernelTimerOnVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, release := deadlineCase(t)
+		defer close(release)
+		s := tick(t, e)
+		if e.kt != nil || !e.ktNone {
+			t.Fatalf("kernel timer made on virtual time (kt %v, none %v)", e.kt != nil, e.ktNone)
+		}
+		if got := mod(t, s, "hung").Status; got != faultsummary.StatusTimedOut {
+			t.Errorf("hung: status %q, want timed_out", got)
+		}
+		if w := tierOf(t, s, "work"); w.ElapsedMs != 5 {
+			t.Errorf("work tier: elapsed %v ms, want exactly 5 on virtual time", w.ElapsedMs)
+		}
+	})
+}

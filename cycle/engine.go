@@ -670,8 +670,7 @@ func (e *Engine) Close() error {
 		e.timer.Stop()
 	}
 	if e.kt != nil {
-		e.kt.Close() // ends its reading goroutine before Close returns
-		e.kt, e.ktNone = nil, true
+		e.dropKernelTimer() // ends its reading goroutine before Close returns
 	}
 	e.stall.halt()
 	return nil

@@ -447,8 +447,32 @@ func (e *Engine) kernelTimer() *ktimer.Timer {
 // is the real one, the system has them, and none failed (or was refused) before.
 func (e *Engine) mayKernelTimer() bool { return e.realClock && ktimer.Supported && !e.ktNone }
 
-// dropKernelTimer gives up the kernel timer after it failed; the engine waits on Go
-// timers alone from then on.
+// kernelWait sleeps d, the last stretch of a coarse wait, on the kernel timer, or until
+// the segment hands a tier back (ended). slept is false if there is no kernel timer to
+// sleep on: the caller then waits on its Go timer.
+func (e *Engine) kernelWait(seg *segment, d time.Duration) (slept, ended bool) {
+	kt := e.kernelTimer()
+	if kt == nil {
+		return false, false
+	}
+	if kt.Arm(d) != nil {
+		e.dropKernelTimer()
+		return false, false
+	}
+	select {
+	case <-seg.done:
+		kt.Disarm()
+		return true, true
+	case _, ok := <-kt.C():
+		if !ok {
+			e.dropKernelTimer()
+		}
+		return true, false
+	}
+}
+
+// dropKernelTimer releases the kernel timer (it failed, or the engine is closed); the
+// engine waits on Go timers alone from then on.
 func (e *Engine) dropKernelTimer() {
 	e.kt.Close()
 	e.kt, e.ktNone = nil, true
@@ -500,25 +524,13 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 			d = b
 		}
 		if d > 0 && !precise && e.mayKernelTimer() {
-			if d <= kernelMargin {
-				// The last stretch of a coarse wait, on the kernel's timer.
-				if kt := e.kernelTimer(); kt != nil && kt.Arm(d) == nil {
-					select {
-					case <-seg.done:
-						kt.Disarm()
-						return seg.end, false
-					case _, ok := <-kt.C():
-						if !ok {
-							e.dropKernelTimer()
-						}
-					}
-					now = e.clock.Now()
-					continue // early for a stray signal: look again
-				} else if kt != nil {
-					e.dropKernelTimer()
-				}
-			} else {
+			if d > kernelMargin {
 				d -= kernelMargin // the Go timer's part, ending kernelMargin early
+			} else if slept, ended := e.kernelWait(seg, d); ended {
+				return seg.end, false
+			} else if slept {
+				now = e.clock.Now()
+				continue // early for a stray signal: look again
 			}
 		}
 		if d > 0 {

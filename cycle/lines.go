@@ -5,32 +5,42 @@ import (
 	"unsafe"
 )
 
-// linePrep allocates the module lines of the next ticks' summaries on its own goroutine,
-// between ticks. The lines are two large allocations per tick (56 bytes per module), and
-// a large allocation made while the garbage collector is marking pays for it in mark
-// work (a GC assist) and in sweeping: measured at 1 kHz with 500 modules, up to 0.9 ms at
-// the start of a tick, which made the tick overrun its period. Allocated here, the cost
-// falls on this goroutine, on another core, while the scheduler waits for the next grid
-// point. Lines for several ticks are kept ready (linesAhead), so that allocations slowed
-// down by the collector do not leave the next ticks without. A tick that finds none ready (the
-// first one, one right after a configuration change that changed the number of modules)
-// allocates its own.
+// linePrep gives each tick the memory of its summary's module lines. The lines are two
+// large allocations per tick (56 bytes per module), and a large allocation made while the
+// garbage collector is marking pays for it in mark work (a GC assist) and in sweeping:
+// measured at 1 kHz with 500 modules, up to 0.9 ms at the start of a tick, which made the
+// tick overrun its period. Two things keep that allocation off the tick:
 //
-// Lines are prepared only while the scheduler runs (in step mode the next tick may come
-// at once, and there is no wait to hide the allocation in) and for at most
-// maxPreparedLines modules: prepared lines are heap held ahead of time, and in a cycle
-// that large a tick takes long enough for the allocation not to matter.
+//   - The records of a tick whose summary nobody holds any more are reused (recRing). The
+//     collector is what proves that nobody holds them, so reuse follows a collection; in
+//     between, and always for the values (they are pointers to what modules produced,
+//     which a reused buffer would keep alive), fresh memory is needed.
+//   - While the scheduler runs, fresh records and values for the next ticks are allocated on
+//     linePrep's own goroutine, between ticks: the cost falls on another core while the
+//     scheduler waits for the next grid point. Several ticks' worth is kept ready
+//     (linesAhead), so that allocations slowed down by the collector do not leave the next
+//     ticks without. A tick that finds none ready (the first one, one right after a
+//     configuration change that changed the number of modules, any tick in step mode,
+//     where the next tick may come at once) allocates its own.
+//
+// Lines are prepared for at most maxPreparedLines modules: prepared lines are heap held
+// ahead of time, and in a cycle that large a tick takes long enough for the allocation not
+// to matter.
 type linePrep struct {
 	wg    *sync.WaitGroup
 	mu    sync.Mutex
-	req   chan int     // guarded by mu (created on first use, closed by stop)
-	done  bool         // guarded by mu
-	ready chan lineBuf // at most maxAhead; filled only by loop
+	req   chan int        // guarded by mu (created on first use, closed by stop)
+	done  bool            // guarded by mu
+	recs  chan []lineRec  // at most maxAhead; filled only by loop
+	vals  chan []any      // likewise
+	whole func(n int) int // how many summaries of n lines the history keeps whole
+	ring  recRing         // used by take and keep only, which the tick calls (under tickMu)
 }
 
-// newLinePrep returns a linePrep whose goroutine, once started, is counted in wg.
-func newLinePrep(wg *sync.WaitGroup) *linePrep {
-	return &linePrep{wg: wg, ready: make(chan lineBuf, maxAhead)}
+// newLinePrep returns a linePrep whose goroutine, once started, is counted in wg; whole
+// returns how many of the newest summaries of n module lines the history keeps whole.
+func newLinePrep(wg *sync.WaitGroup, whole func(n int) int) *linePrep {
+	return &linePrep{wg: wg, whole: whole, recs: make(chan []lineRec, maxAhead), vals: make(chan []any, maxAhead)}
 }
 
 const (
@@ -53,19 +63,34 @@ func linesAhead(n int) int {
 // lineBytes is the memory of one module's line.
 const lineBytes = int(unsafe.Sizeof(lineRec{}) + unsafe.Sizeof(any(nil)))
 
-// take returns n fresh lines: prepared ones if some are ready and of that size (lines of
-// another size, prepared before a configuration change, are dropped).
+// take returns the lines of a tick of n modules, zeroed: records reused from an earlier
+// tick if the collector has proved them unreferenced, else prepared ones if some are ready
+// and of that size (lines of another size, prepared before a configuration change, are
+// dropped), else fresh ones.
 func (p *linePrep) take(n int) lineBuf {
+	recs := p.ring.reuse(n, p.whole)
+	if recs == nil {
+		recs = takeReady(p.recs, n)
+	}
+	return lineBuf{recs: recs, vals: takeReady(p.vals, n)}
+}
+
+// keep hands the lines of the tick in progress to the ring, for reuse once nothing refers to
+// them any more.
+func (p *linePrep) keep(l *tickLines) { p.ring.keep(l) }
+
+// takeReady returns a slice of n prepared in ch, or a fresh one.
+func takeReady[T any](ch chan []T, n int) []T {
 	for {
 		select {
-		case b := <-p.ready:
-			if len(b.recs) == n {
+		case b := <-ch:
+			if len(b) == n {
 				return b
 			}
 			continue
 		default:
 		}
-		return newLineBuf(n)
+		return make([]T, n)
 	}
 }
 
@@ -73,7 +98,7 @@ func (p *linePrep) take(n int) lineBuf {
 func (p *linePrep) request(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done || n == 0 || n > maxPreparedLines || len(p.ready) >= linesAhead(n) {
+	if k := linesAhead(n); p.done || n == 0 || n > maxPreparedLines || len(p.recs) >= k && len(p.vals) >= k {
 		return // nothing to do, or enough lines are waiting already
 	}
 	if p.req == nil {
@@ -91,8 +116,13 @@ func (p *linePrep) loop(req <-chan int) {
 	defer p.wg.Done()
 	for n := range req {
 		// The only sender: ticks only take, so there is room for every line set sent here.
-		for len(p.ready) < linesAhead(n) {
-			p.ready <- newLineBuf(n)
+		// Records taken from the ring leave the prepared ones waiting: only what was used is
+		// replaced.
+		for k := linesAhead(n); len(p.recs) < k; {
+			p.recs <- make([]lineRec, n)
+		}
+		for k := linesAhead(n); len(p.vals) < k; {
+			p.vals <- make([]any, n)
 		}
 	}
 }
@@ -105,9 +135,15 @@ func (p *linePrep) stop() {
 		close(p.req)
 	}
 	p.done = true
+	drain(p.recs)
+	drain(p.vals)
+}
+
+// drain empties ch.
+func drain[T any](ch chan T) {
 	for {
 		select {
-		case <-p.ready:
+		case <-ch:
 		default:
 			return
 		}

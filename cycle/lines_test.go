@@ -9,17 +9,39 @@ import (
 	"unsafe"
 )
 
-// readyLines returns the lines waiting in p, in order, and puts them back.
+// readyLines returns the lines waiting in p, in order, and puts them back: the i-th
+// prepared records with the i-th prepared values.
 func readyLines(p *linePrep) []lineBuf {
-	var out []lineBuf
-	for len(p.ready) > 0 {
-		out = append(out, <-p.ready)
-	}
-	for _, l := range out {
-		p.ready <- l
+	recs, vals := readySlices(p.recs), readySlices(p.vals)
+	out := make([]lineBuf, max(len(recs), len(vals)))
+	for i := range out {
+		if i < len(recs) {
+			out[i].recs = recs[i]
+		}
+		if i < len(vals) {
+			out[i].vals = vals[i]
+		}
 	}
 	return out
 }
+
+// readySlices returns what waits in ch, in order, and puts it back.
+func readySlices[T any](ch chan []T) [][]T {
+	var out [][]T
+	for len(ch) > 0 {
+		out = append(out, <-ch)
+	}
+	for _, s := range out {
+		ch <- s
+	}
+	return out
+}
+
+// newLineBuf returns fresh lines of n modules.
+func newLineBuf(n int) lineBuf { return lineBuf{recs: make([]lineRec, n), vals: make([]any, n)} }
+
+// noWhole is a history's whole-summary count for a linePrep under test: none.
+func noWhole(int) int { return 0 }
 
 func TestLinesAhead(t *testing.T) {
 	line := int(unsafe.Sizeof(lineRec{})) + 16 // a record and its value
@@ -42,7 +64,7 @@ func TestLinesAhead(t *testing.T) {
 func TestLinePrep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var wg sync.WaitGroup
-		p := newLinePrep(&wg)
+		p := newLinePrep(&wg, noWhole)
 		if got := p.take(3); len(got.recs) != 3 || len(got.vals) != 3 {
 			t.Fatalf("take without a request: %d lines, want 3", len(got.recs))
 		}
@@ -65,25 +87,25 @@ func TestLinePrep(t *testing.T) {
 			t.Fatal("prepared lines handed out twice, or lost")
 		}
 		// Prepared lines of another size (the configuration changed) are dropped.
-		if got := p.take(5); len(got.recs) != 5 || len(p.ready) != 0 {
-			t.Fatalf("take(5) with lines of 4 ready: %d lines, %d sets left", len(got.recs), len(p.ready))
+		if got := p.take(5); len(got.recs) != 5 || len(readyLines(p)) != 0 {
+			t.Fatalf("take(5) with lines of 4 ready: %d lines, %d sets left", len(got.recs), len(readyLines(p)))
 		}
 		// A cycle too large to be worth it gets none.
 		p.request(maxPreparedLines + 1)
 		synctest.Wait()
-		if len(p.ready) != 0 {
+		if len(readyLines(p)) != 0 {
 			t.Fatal("prepared lines over the cap")
 		}
 		p.request(4)
 		synctest.Wait()
 		p.stop()
 		wg.Wait() // the goroutine has ended
-		if len(p.ready) != 0 {
+		if len(readyLines(p)) != 0 {
 			t.Fatal("stop kept prepared lines")
 		}
 		p.request(4) // ignored after stop
 		synctest.Wait()
-		if len(p.ready) != 0 {
+		if len(readyLines(p)) != 0 {
 			t.Fatal("request after stop prepared lines")
 		}
 	})
@@ -97,7 +119,7 @@ func TestEnginePreparesNextLines(t *testing.T) {
 		step := newEngine(t, Config{}, regs)
 		tick(t, step)
 		synctest.Wait()
-		if n := len(step.lines.ready); n != 0 {
+		if n := len(readyLines(step.lines)); n != 0 {
 			t.Fatalf("step mode prepared %d sets of lines", n)
 		}
 

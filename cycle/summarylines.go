@@ -163,5 +163,3 @@ type lineBuf struct {
 	recs []lineRec
 	vals []any
 }
-
-func newLineBuf(n int) lineBuf { return lineBuf{recs: make([]lineRec, n), vals: make([]any, n)} }

@@ -98,6 +98,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		s.DegradedKeys = make([]string, 0, e.lastDegraded)
 	}
 	s.SetLines(tl)
+	e.lines.keep(tl)
 	e.pendingGap = 0
 	clear(e.kinds)
 	clear(e.errs)

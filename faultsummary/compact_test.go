@@ -149,3 +149,47 @@ func testHistoryCompacts(t *testing.T, fixture func(uint64, int) *Summary) {
 		t.Fatalf("%d rosters for one set of modules", len(rosters))
 	}
 }
+
+// plainLines is n plain module lines made on demand: a large cycle without its memory.
+type plainLines int
+
+func (l plainLines) Len() int { return int(l) }
+func (l plainLines) Line(i int, m *Module) {
+	name := fmt.Sprintf("m%d", i)
+	*m = Module{Name: name, Tier: "t", Breaker: name, Status: StatusOK, Attempts: 1, CircuitState: "closed",
+		Served: Served{Key: name + ".result", Source: blackboard.Live}}
+}
+func (l plainLines) Status(int) Status { return StatusOK }
+func (l plainLines) Plain(int) bool    { return true }
+func (l plainLines) Identity() any     { return l }
+
+// TestHistoryWhole checks that Whole tells how many of the newest summaries a history
+// keeps whole, as its List shows them.
+func TestHistoryWhole(t *testing.T) {
+	for _, c := range []struct{ cap, n, want int }{
+		{16, 20, 16},           // the history is shorter than KeepWhole
+		{100, 20, KeepWhole},   // KeepWhole bounds it
+		{5, WholeLines / 3, 3}, // WholeLines bounds it
+		{2, WholeLines * 2, 1}, // at least the newest
+		{4, 0, 4},              // no module lines
+	} {
+		h := NewHistory(c.cap)
+		if got := h.Whole(c.n); got != c.want {
+			t.Errorf("NewHistory(%d).Whole(%d) = %d, want %d", c.cap, c.n, got, c.want)
+		}
+		for id := uint64(1); id <= uint64(c.cap+3); id++ {
+			s := &Summary{TickID: id, Tiers: []Tier{{Name: "t"}}}
+			s.SetLines(plainLines(c.n))
+			h.Append(s)
+		}
+		whole := 0
+		for _, s := range h.List(0, 0) {
+			if !s.Compacted {
+				whole++
+			}
+		}
+		if c.n > 0 && whole != c.want {
+			t.Errorf("history of %d, %d lines: %d summaries whole, Whole says %d", c.cap, c.n, whole, c.want)
+		}
+	}
+}

@@ -58,6 +58,10 @@ func (h *History) Cap() int {
 	return len(h.ring)
 }
 
+// Whole returns how many of the newest summaries of n module lines h keeps whole (the
+// others it keeps compacted, without references to their producer's lines).
+func (h *History) Whole(n int) int { return min(h.Cap(), keepWhole(n)) }
+
 // Append stores s as the latest summary and wakes every waiter.
 func (h *History) Append(s *Summary) {
 	h.mu.Lock()

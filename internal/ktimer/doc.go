@@ -9,6 +9,10 @@
 // while it waits. Arming and disarming it are a system call each, so a caller sleeps the
 // bulk of a long wait on a Go timer and only its last milliseconds on a Timer.
 //
+// A Timer's expiry is read by a goroutine of its own and handed over on a channel, so that
+// the wait can be selected on with other events. A Sleeper is read by the waiting goroutine
+// itself, which the poller then wakes directly; another goroutine can interrupt its sleep.
+//
 // A Timer keeps time with the kernel, so it must not be used with a virtual clock (inside
 // a testing/synctest bubble time.Now is virtual, and a goroutine waiting in the poller
 // keeps the bubble's time from ever moving): New refuses a clock that stands still while

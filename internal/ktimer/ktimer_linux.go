@@ -1,6 +1,7 @@
 package ktimer
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -12,27 +13,24 @@ import (
 // Supported reports whether this system has kernel timers (New may still fail).
 const Supported = true
 
-// Timer is a one-shot kernel timer whose expiry is signalled on C. Arm, Disarm and Close
-// must not be called concurrently with one another; C may be received from anywhere.
-type Timer struct {
+// tfd is a timerfd opened as a pollable File, and what setting it needs.
+type tfd struct {
 	f    *os.File
 	rc   syscall.RawConn
 	spec unix.ItimerSpec // set's argument, kept here with set's result so that set allocates nothing
 	serr error
 	setf func(fd uintptr)
-	c    chan struct{} // capacity 1; closed when the reader returns
-	done chan struct{} // closed when the reader returns
 }
 
-// New returns a disarmed Timer, or ErrVirtual if now does not move while the calling
-// thread sleeps 20 µs in the kernel. It starts one goroutine, which Close ends.
-func New(now func() time.Time) (*Timer, error) {
+// open opens a disarmed timerfd on the monotonic clock, or returns ErrVirtual if now does
+// not move while the calling thread sleeps 20 µs in the kernel.
+func (t *tfd) open(now func() time.Time) error {
 	if virtual(now) {
-		return nil, ErrVirtual
+		return ErrVirtual
 	}
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
-		return nil, fmt.Errorf("timerfd_create: %w", err)
+		return fmt.Errorf("timerfd_create: %w", err)
 	}
 	// A non-blocking descriptor makes a pollable File: its reads wait in the runtime's
 	// poller, not on a thread of their own.
@@ -40,13 +38,86 @@ func New(now func() time.Time) (*Timer, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("timerfd: %w", err)
+		return fmt.Errorf("timerfd: %w", err)
 	}
-	t := &Timer{f: f, rc: rc, c: make(chan struct{}, 1), done: make(chan struct{})}
+	t.f, t.rc = f, rc
 	t.setf = func(fd uintptr) { t.serr = unix.TimerfdSettime(int(fd), 0, &t.spec, nil) }
+	return nil
+}
+
+// set arms the timer to expire after d (0: disarms it).
+func (t *tfd) set(d time.Duration) error {
+	t.spec.Value = unix.NsecToTimespec(int64(d))
+	if err := t.rc.Control(t.setf); err != nil {
+		return fmt.Errorf("timerfd: %w", err)
+	}
+	if t.serr != nil {
+		return fmt.Errorf("timerfd_settime: %w", t.serr)
+	}
+	return nil
+}
+
+// Timer is a one-shot kernel timer whose expiry is signalled on C. Arm, Disarm and Close
+// must not be called concurrently with one another; C may be received from anywhere.
+type Timer struct {
+	tfd
+	c    chan struct{} // capacity 1; closed when the reader returns
+	done chan struct{} // closed when the reader returns
+}
+
+// New returns a disarmed Timer, or ErrVirtual if now does not move while the calling
+// thread sleeps 20 µs in the kernel. It starts one goroutine, which Close ends.
+func New(now func() time.Time) (*Timer, error) {
+	t := &Timer{c: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := t.open(now); err != nil {
+		return nil, err
+	}
 	go t.read()
 	return t, nil
 }
+
+// Sleeper is a kernel timer that the calling goroutine waits on itself (Sleep): the
+// poller wakes that goroutine directly, with no goroutine of the Sleeper's own in between
+// and none to end, so a whole wait can be slept on it. Interrupt, which may be called from
+// any goroutine, ends a sleep early; Sleep and Close must not be called concurrently.
+type Sleeper struct {
+	tfd
+	b [8]byte // the expiry count, which only says that the timer expired
+}
+
+// NewSleeper returns a Sleeper, or ErrVirtual if now does not move while the calling
+// thread sleeps 20 µs in the kernel.
+func NewSleeper(now func() time.Time) (*Sleeper, error) {
+	s := &Sleeper{}
+	if err := s.open(now); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Sleep blocks the calling goroutine, parked in the runtime's poller, until d has passed
+// (never less), or returns ErrInterrupted at once if the Sleeper is or gets interrupted.
+func (s *Sleeper) Sleep(d time.Duration) error {
+	if err := s.set(max(d, 1)); err != nil { // a zero value would disarm it
+		return err
+	}
+	if _, err := s.f.Read(s.b[:]); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return ErrInterrupted
+		}
+		return fmt.Errorf("timerfd: %w", err)
+	}
+	return nil
+}
+
+// Interrupt ends a Sleep in progress and makes every later one return ErrInterrupted. It
+// may be called from any goroutine, also after Close (it does nothing then).
+func (s *Sleeper) Interrupt() {
+	_ = s.f.SetReadDeadline(time.Unix(1, 0)) // a deadline in the past: no Go timer is made
+}
+
+// Close closes the timer.
+func (s *Sleeper) Close() error { return s.f.Close() }
 
 // virtual reports whether now stood still across a 20 µs sleep in the kernel.
 func virtual(now func() time.Time) bool {
@@ -97,17 +168,6 @@ func (t *Timer) drain() {
 	case <-t.c:
 	default:
 	}
-}
-
-func (t *Timer) set(d time.Duration) error {
-	t.spec.Value = unix.NsecToTimespec(int64(d))
-	if err := t.rc.Control(t.setf); err != nil {
-		return fmt.Errorf("timerfd: %w", err)
-	}
-	if t.serr != nil {
-		return fmt.Errorf("timerfd_settime: %w", t.serr)
-	}
-	return nil
 }
 
 // Close releases the timerfd and waits until the goroutine reading it has returned.

@@ -124,3 +124,67 @@ func TestVirtualClockRefused(t *testing.T) {
 		}
 	})
 }
+
+func newSleeper(t *testing.T) *Sleeper {
+	t.Helper()
+	s, err := NewSleeper(time.Now)
+	if err != nil {
+		t.Fatalf("NewSleeper: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// A Sleeper's sleep never ends early, however short, and it can sleep again at once.
+func TestSleeperSleepsNotEarly(t *testing.T) {
+	s := newSleeper(t)
+	for _, d := range []time.Duration{0, 300 * time.Microsecond, 2 * time.Millisecond, time.Millisecond} {
+		start := time.Now()
+		if err := s.Sleep(d); err != nil {
+			t.Fatalf("Sleep(%v): %v", d, err)
+		}
+		if got := time.Since(start); got < d {
+			t.Errorf("Sleep(%v) returned after %v", d, got)
+		}
+	}
+}
+
+// A closed Sleeper refuses to sleep; a virtual clock gets none.
+func TestSleeperClosedAndVirtual(t *testing.T) {
+	s, err := NewSleeper(time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Sleep(time.Millisecond); err == nil {
+		t.Error("Sleep on a closed Sleeper: no error")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		if _, err := NewSleeper(time.Now); !errors.Is(err, ErrVirtual) {
+			t.Errorf("NewSleeper in a bubble: %v, want ErrVirtual", err)
+		}
+	})
+}
+
+// Interrupt ends a sleep in progress at once, from another goroutine, and every later one.
+func TestSleeperInterrupt(t *testing.T) {
+	s := newSleeper(t)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- s.Sleep(time.Hour) }()
+	s.Interrupt() // before or during the sleep: either way it ends it
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrInterrupted) {
+			t.Fatalf("Sleep: %v, want ErrInterrupted", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an hour's sleep not interrupted within 5 s")
+	}
+	if err := s.Sleep(time.Hour); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("Sleep after Interrupt: %v, want ErrInterrupted", err)
+	}
+	t.Logf("interrupted after %v", time.Since(start))
+}

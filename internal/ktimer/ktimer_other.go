@@ -24,3 +24,19 @@ func (t *Timer) Disarm() error { return ErrUnsupported }
 
 // Close returns nil.
 func (t *Timer) Close() error { return nil }
+
+// Sleeper is a kernel timer the calling goroutine waits on; on this system there is none
+// (see NewSleeper).
+type Sleeper struct{}
+
+// NewSleeper returns ErrUnsupported: timerfd is Linux's.
+func NewSleeper(now func() time.Time) (*Sleeper, error) { return nil, ErrUnsupported }
+
+// Sleep returns ErrUnsupported.
+func (s *Sleeper) Sleep(d time.Duration) error { return ErrUnsupported }
+
+// Interrupt does nothing.
+func (s *Sleeper) Interrupt() {}
+
+// Close returns nil.
+func (s *Sleeper) Close() error { return nil }

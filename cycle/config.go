@@ -57,8 +57,8 @@ type Timing uint8
 const (
 	// Coarse waits on plain timers, spinning never. The default. Go's timers wake with
 	// about 1 ms granularity on Linux, so with the real clock on Linux the last 2 ms of a
-	// wait for a tier's deadline are slept on a kernel timer (a timerfd) instead; the wait
-	// for the next grid point stays on a Go timer.
+	// wait for a tier's deadline, and the whole wait for the next grid point, are slept on
+	// a kernel timer (a timerfd) instead.
 	Coarse Timing = iota
 	// Precise sleeps until PreciseMargin before the target, then spins with
 	// runtime.Gosched until it is reached. It costs up to one core for the margin of every

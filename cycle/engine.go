@@ -202,6 +202,7 @@ type Engine struct {
 	resetReq   atomic.Bool           // operator reset of a latched emergency, consumed at the next tick
 	emView     atomic.Pointer[faultsummary.Emergency]
 	realClock  bool
+	grid       gridTimer // Run's kernel timer for grid points; used by Run's goroutine only
 
 	brTransitions atomic.Uint64
 	circMu        sync.Mutex

@@ -2,6 +2,7 @@ package cycle
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -73,6 +74,69 @@ func TestNoKernelTimerOnVirtualTime(t *testing.T) {
 		}
 		if w := tierOf(t, s, "work"); w.ElapsedMs != 5 {
 			t.Errorf("work tier: elapsed %v ms, want exactly 5 on virtual time", w.ElapsedMs)
+		}
+	})
+}
+
+// runTicks runs e's scheduler until it has published n summaries (waiting at most
+// limit), stops it, and returns them.
+func runTicks(t *testing.T, e *Engine, n int, limit time.Duration) []*faultsummary.Summary {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, limit)
+	defer wcancel()
+	var ss []*faultsummary.Summary
+	for id := uint64(0); len(ss) < n; {
+		s, err := e.History().Wait(wctx, id)
+		if err != nil {
+			cancel()
+			<-done
+			t.Fatalf("after %d ticks: %v", len(ss), err)
+		}
+		ss, id = append(ss, s), s.TickID
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	return ss
+}
+
+// On the wall clock, Run finishes its coarse waits for grid points on a kernel timer of
+// its own: no tick starts before its grid point, the waits end on the kernel's timer
+// (all of them unless a Go timer woke more than kernelMargin late), and the timer is
+// released when Run returns (its goroutine is gone: TestMain's goleak check).
+func TestGridWaitOnKernelTimer(t *testing.T) {
+	const ticks = 10
+	e := newEngine(t, Config{Period: 10 * time.Millisecond}, []Registration{reg("a", "safety", ok(1))})
+	ss := runTicks(t, e, ticks, 10*time.Second)
+	for _, s := range ss {
+		if s.StartedAt.Before(s.ScheduledAt) {
+			t.Errorf("tick %d started %v before its grid point", s.TickID, s.ScheduledAt.Sub(s.StartedAt))
+		}
+	}
+	if e.grid.waits < ticks/2 {
+		t.Errorf("%d of the %d waits for a grid point ended on the kernel's timer, want at least %d", e.grid.waits, ticks-1, ticks/2)
+	}
+	if e.grid.ks != nil {
+		t.Error("Run left its kernel timer open")
+	}
+}
+
+// Inside a synctest bubble, Run keeps the grid on Go timers (virtual time) and starts
+// every tick exactly on its grid point.
+func TestNoGridKernelTimerOnVirtualTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{Period: 10 * time.Millisecond}, []Registration{reg("a", "safety", ok(1))})
+		for _, s := range runTicks(t, e, 5, time.Minute) {
+			if !s.StartedAt.Equal(s.ScheduledAt) {
+				t.Errorf("tick %d started %v after its grid point", s.TickID, s.StartedAt.Sub(s.ScheduledAt))
+			}
+		}
+		if e.grid.ks != nil || !e.grid.none || e.grid.waits != 0 {
+			t.Fatalf("kernel timer on virtual time (open %v, none %v, waits %d)", e.grid.ks != nil, e.grid.none, e.grid.waits)
 		}
 	})
 }

@@ -2,8 +2,11 @@ package cycle
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"time"
+
+	"github.com/cycled/cycled/internal/ktimer"
 )
 
 // Run runs the scheduler until ctx ends, then returns ctx's error after the running tick
@@ -20,6 +23,8 @@ func (e *Engine) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer e.running.Store(false)
+	e.grid = gridTimer{}
+	defer e.grid.release()
 
 	var (
 		origin time.Time // grid origin
@@ -36,7 +41,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.cfgMu.Unlock()
 		if cfg.Period <= 0 {
 			// Step mode: wait for the context, or for a reload that sets a period.
-			if err := e.sleepUntil(ctx, cfg, e.clock.Now().Add(50*time.Millisecond)); err != nil {
+			if err := e.sleepUntil(ctx, cfg, e.clock.Now().Add(50*time.Millisecond), nil); err != nil {
 				return err
 			}
 			period = 0
@@ -48,7 +53,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			k = 0
 			next = origin
 		}
-		if err := e.sleepUntil(ctx, cfg, next); err != nil {
+		if err := e.sleepUntil(ctx, cfg, next, &e.grid); err != nil {
 			return err
 		}
 		e.tickMu.Lock()
@@ -85,14 +90,29 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // sleepUntil waits until t on the engine's clock or until ctx ends. With precise timing on
-// the real clock it sleeps until PreciseMargin before t and spins for the rest.
-func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time) error {
-	d := t.Sub(e.clock.Now())
+// the real clock it sleeps until PreciseMargin before t and spins for the rest. With coarse
+// timing on the real clock and a kernel timer to be had in g (nil: none wanted) it sleeps
+// on that timer (see gridTimer); otherwise on a Go timer.
+func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time, g *gridTimer) error {
 	precise := cfg.Timing == Precise && e.realClock
-	if precise {
-		d -= cfg.PreciseMargin
+	if precise || !e.realClock {
+		g = nil
 	}
-	if d > 0 {
+	for {
+		d := t.Sub(e.clock.Now())
+		if precise {
+			d -= cfg.PreciseMargin
+		}
+		if d <= 0 {
+			break
+		}
+		if ks := g.sleeper(ctx, e); ks != nil {
+			g.sleep(ks, d)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue // the kernel never ends a sleep early: d is now ≤ 0, unless the timer failed
+		}
 		tm := e.clock.NewTimer(d)
 		select {
 		case <-tm.C():
@@ -110,4 +130,65 @@ func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time) error 
 		}
 	}
 	return ctx.Err()
+}
+
+// gridTimer is the kernel timer (a ktimer.Sleeper) on which Run sleeps, with coarse timing,
+// until the next grid point. Go's timers wake up to a millisecond late (see
+// Engine.kernelTimer), which put the start of a coarse tick 0.6 ms past its grid point at the
+// median; the kernel's timer wakes Run's goroutine, parked in the runtime's poller, within
+// the kernel's own latency. The whole wait is slept on it, not only its last milliseconds
+// as a tier's deadline is: a Go timer's wake-up before the kernel's made two wake-ups from
+// idle a period, and with them the runtime's monitor thread polling at its fastest for a
+// millisecond after each (measured: twice the process's CPU time at 100 Hz). A system call
+// arms it, and Run's context ending interrupts it (context.AfterFunc). It is Run's own (the
+// tick's kernel timer is used under tickMu, which Run does not hold while it waits): made on
+// first need, released when Run returns; only Run's goroutine uses it.
+type gridTimer struct {
+	ks    *ktimer.Sleeper
+	stop  func() bool // stops the interruption of ks when Run's context ends
+	none  bool        // no kernel timer to be had (not Linux, a virtual clock, or it failed)
+	waits int         // the waits finished on the kernel timer (for tests)
+}
+
+// sleeper returns g's kernel timer, made on first need and interrupted when ctx ends; nil
+// if there is none to be had (or g is nil).
+func (g *gridTimer) sleeper(ctx context.Context, e *Engine) *ktimer.Sleeper {
+	if g == nil || g.ks != nil || g.none {
+		if g == nil {
+			return nil
+		}
+		return g.ks
+	}
+	if !ktimer.Supported {
+		g.none = true
+		return nil
+	}
+	ks, err := ktimer.NewSleeper(e.clock.Now)
+	if err != nil {
+		g.none = true // the Go timers keep the grid as they did before
+		return nil
+	}
+	g.ks, g.stop = ks, context.AfterFunc(ctx, ks.Interrupt)
+	return ks
+}
+
+// sleep sleeps d on ks. A timer that fails is released (the caller goes on on Go timers);
+// an interrupted sleep returns early (ctx has ended).
+func (g *gridTimer) sleep(ks *ktimer.Sleeper, d time.Duration) {
+	switch err := ks.Sleep(d); {
+	case err == nil:
+		g.waits++
+	case !errors.Is(err, ktimer.ErrInterrupted):
+		g.release()
+		g.none = true
+	}
+}
+
+// release closes g's kernel timer, if any.
+func (g *gridTimer) release() {
+	if g.ks != nil {
+		g.stop()
+		g.ks.Close()
+		g.ks, g.stop = nil, nil
+	}
 }

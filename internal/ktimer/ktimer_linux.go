@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,13 +14,16 @@ import (
 // Supported reports whether this system has kernel timers (New may still fail).
 const Supported = true
 
-// tfd is a timerfd opened as a pollable File, and what setting it needs.
+// tfd is a timerfd opened as a pollable File, and what arming and reading it need.
 type tfd struct {
-	f    *os.File
-	rc   syscall.RawConn
-	spec unix.ItimerSpec // set's argument, kept here with set's result so that set allocates nothing
-	serr error
-	setf func(fd uintptr)
+	f     *os.File
+	rc    syscall.RawConn
+	spec  unix.ItimerSpec // set's argument, kept here with set's result so that set allocates nothing
+	serr  error
+	setf  func(fd uintptr)
+	b     [8]byte // the expiry count read by readf, which only says that the timer expired
+	rerr  error   // readf's result
+	readf func(fd uintptr) bool
 }
 
 // open opens a disarmed timerfd on the monotonic clock, or returns ErrVirtual if now does
@@ -41,7 +45,31 @@ func (t *tfd) open(now func() time.Time) error {
 		return fmt.Errorf("timerfd: %w", err)
 	}
 	t.f, t.rc = f, rc
-	t.setf = func(fd uintptr) { t.serr = unix.TimerfdSettime(int(fd), 0, &t.spec, nil) }
+	// Raw system calls: neither can block, and an ordinary one tells the runtime that the
+	// thread entered a system call, which wakes the runtime's monitor thread if the process
+	// was idle — as it is when the timer has just woken it — and that thread then polls
+	// every 20 µs for a while (measured in a 100 Hz scheduler: about five more nanosleeps a
+	// tick, 1.5% more of a core; raw, the wait costs less CPU than a Go timer's).
+	t.setf = func(fd uintptr) {
+		t.serr = nil
+		if _, _, e := unix.RawSyscall6(unix.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&t.spec)), 0, 0, 0); e != 0 {
+			t.serr = e
+		}
+	}
+	t.readf = func(fd uintptr) bool {
+		_, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&t.b[0])), uintptr(len(t.b)))
+		for e == unix.EINTR {
+			_, _, e = unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&t.b[0])), uintptr(len(t.b)))
+		}
+		if e == unix.EAGAIN {
+			return false // not expired yet: wait in the poller
+		}
+		t.rerr = nil
+		if e != 0 {
+			t.rerr = e
+		}
+		return true
+	}
 	return nil
 }
 
@@ -53,6 +81,18 @@ func (t *tfd) set(d time.Duration) error {
 	}
 	if t.serr != nil {
 		return fmt.Errorf("timerfd_settime: %w", t.serr)
+	}
+	return nil
+}
+
+// wait waits in the runtime's poller until the timer expires (or the file's read deadline
+// passes, or it is closed) and reads the expiry.
+func (t *tfd) wait() error {
+	if err := t.rc.Read(t.readf); err != nil {
+		return err
+	}
+	if t.rerr != nil {
+		return fmt.Errorf("timerfd read: %w", t.rerr)
 	}
 	return nil
 }
@@ -82,7 +122,6 @@ func New(now func() time.Time) (*Timer, error) {
 // any goroutine, ends a sleep early; Sleep and Close must not be called concurrently.
 type Sleeper struct {
 	tfd
-	b [8]byte // the expiry count, which only says that the timer expired
 }
 
 // NewSleeper returns a Sleeper, or ErrVirtual if now does not move while the calling
@@ -101,11 +140,11 @@ func (s *Sleeper) Sleep(d time.Duration) error {
 	if err := s.set(max(d, 1)); err != nil { // a zero value would disarm it
 		return err
 	}
-	if _, err := s.f.Read(s.b[:]); err != nil {
+	if err := s.wait(); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return ErrInterrupted
 		}
-		return fmt.Errorf("timerfd: %w", err)
+		return err
 	}
 	return nil
 }
@@ -132,9 +171,8 @@ func virtual(now func() time.Time) bool {
 func (t *Timer) read() {
 	defer close(t.done)
 	defer close(t.c)
-	var b [8]byte // the expiry count, which only says that the timer expired
 	for {
-		if _, err := t.f.Read(b[:]); err != nil {
+		if err := t.wait(); err != nil {
 			return // closed by Close; any other error ends the timer too (C is closed)
 		}
 		select {

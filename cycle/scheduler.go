@@ -138,9 +138,8 @@ func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time, g *gri
 // median; the kernel's timer wakes Run's goroutine, parked in the runtime's poller, within
 // the kernel's own latency. The whole wait is slept on it, not only its last milliseconds
 // as a tier's deadline is: a Go timer's wake-up before the kernel's made two wake-ups from
-// idle a period, after each of which the runtime's monitor thread polls every 20 µs for a
-// while (measured: twice the process's CPU time at 100 Hz; one costs about 1.5% more of a
-// core than a Go timer alone). A system call
+// idle a period (measured: twice the process's CPU time at 100 Hz); one costs no more CPU
+// than a Go timer alone (see package ktimer for why its system calls are raw). A system call
 // arms it, and Run's context ending interrupts it (context.AfterFunc). It is Run's own (the
 // tick's kernel timer is used under tickMu, which Run does not hold while it waits): made on
 // first need, released when Run returns; only Run's goroutine uses it.

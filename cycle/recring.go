@@ -18,10 +18,11 @@ import (
 // (the weak pointer is nil: no summary, reader or late runner refers to them any more,
 // and none can again); otherwise the entry is dropped (the records are left to the
 // collector) and the tick allocates. The ring is long enough to outlast the summaries the
-// history keeps whole (which refer to their lines) by reuseSlack ticks, so that after a
-// collection the next reuseSlack ticks allocate no records. Records held for reuse cost
-// memory: at most reuseBytes of them beyond what the history holds anyway, and none for a
-// cycle so large that fewer than minReuseSlack ticks' records fit in that.
+// history keeps whole (which refer to their lines) by a slack of up to maxReuseSlack
+// ticks, so that after a collection the next slack ticks allocate no records. Records
+// held for reuse cost memory: at most reuseBytes of them beyond what the history holds
+// anyway, and none for a cycle so large that fewer than minReuseSlack ticks' records fit
+// in that.
 //
 // The race detector cannot see that the collector proved the records unreferenced, and
 // would report a reader of an old summary and the tick that reuses its records as a race:

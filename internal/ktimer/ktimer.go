@@ -2,11 +2,11 @@ package ktimer
 
 import "errors"
 
-// ErrUnsupported is returned by New on a system without timerfd.
+// ErrUnsupported is returned by New and NewSleeper on a system without timerfd.
 var ErrUnsupported = errors.New("kernel timers are supported on Linux only")
 
-// ErrVirtual is returned by New for a clock that does not move while the thread sleeps
-// in the kernel (time.Now inside a testing/synctest bubble).
+// ErrVirtual is returned by New and NewSleeper for a clock that does not move while the
+// thread sleeps in the kernel (time.Now inside a testing/synctest bubble).
 var ErrVirtual = errors.New("the clock is virtual: it stands still while the kernel's time moves")
 
 // ErrInterrupted is returned by Sleeper.Sleep once the Sleeper has been interrupted.

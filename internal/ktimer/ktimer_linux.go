@@ -85,6 +85,9 @@ func (t *tfd) set(d time.Duration) error {
 	return nil
 }
 
+// arm arms the timer to expire after d, at least a nanosecond (a zero value would disarm it).
+func (t *tfd) arm(d time.Duration) error { return t.set(max(d, 1)) }
+
 // wait waits in the runtime's poller until the timer expires (or the file's read deadline
 // passes, or it is closed) and reads the expiry.
 func (t *tfd) wait() error {
@@ -137,7 +140,7 @@ func NewSleeper(now func() time.Time) (*Sleeper, error) {
 // Sleep blocks the calling goroutine, parked in the runtime's poller, until d has passed
 // (never less), or returns ErrInterrupted at once if the Sleeper is or gets interrupted.
 func (s *Sleeper) Sleep(d time.Duration) error {
-	if err := s.set(max(d, 1)); err != nil { // a zero value would disarm it
+	if err := s.arm(d); err != nil {
 		return err
 	}
 	if err := s.wait(); err != nil {
@@ -191,7 +194,7 @@ func (t *Timer) C() <-chan struct{} { return t.c }
 // and takes a value left on C.
 func (t *Timer) Arm(d time.Duration) error {
 	t.drain()
-	return t.set(max(d, 1)) // a zero value would disarm it
+	return t.arm(d)
 }
 
 // Disarm stops the timer and takes a value left on C.

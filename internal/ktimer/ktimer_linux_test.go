@@ -23,15 +23,18 @@ func within(c <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-func newTimer(t *testing.T) *Timer {
+// open makes a timer with mk on the real clock, closed when the test ends.
+func open[T interface{ Close() error }](t *testing.T, mk func(func() time.Time) (T, error)) T {
 	t.Helper()
-	kt, err := New(time.Now)
+	x, err := mk(time.Now)
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatalf("%T: %v", x, err)
 	}
-	t.Cleanup(func() { _ = kt.Close() })
-	return kt
+	t.Cleanup(func() { _ = x.Close() })
+	return x
 }
+
+func newTimer(t *testing.T) *Timer { t.Helper(); return open(t, New) }
 
 // The kernel never ends a timer early: the signal comes no sooner than d after Arm.
 func TestArmFiresNotEarly(t *testing.T) {
@@ -125,15 +128,7 @@ func TestVirtualClockRefused(t *testing.T) {
 	})
 }
 
-func newSleeper(t *testing.T) *Sleeper {
-	t.Helper()
-	s, err := NewSleeper(time.Now)
-	if err != nil {
-		t.Fatalf("NewSleeper: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
+func newSleeper(t *testing.T) *Sleeper { t.Helper(); return open(t, NewSleeper) }
 
 // A Sleeper's sleep never ends early, however short, and it can sleep again at once.
 func TestSleeperSleepsNotEarly(t *testing.T) {

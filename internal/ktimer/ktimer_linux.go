@@ -57,7 +57,7 @@ func (t *tfd) open(now func() time.Time) error {
 		}
 	}
 	t.readf = func(fd uintptr) bool {
-		_, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&t.b[0])), uintptr(len(t.b)))
+		e := unix.EINTR
 		for e == unix.EINTR {
 			_, _, e = unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&t.b[0])), uintptr(len(t.b)))
 		}

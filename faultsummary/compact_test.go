@@ -193,3 +193,95 @@ func TestHistoryWhole(t *testing.T) {
 		}
 	}
 }
+
+// failingLines is n module lines of which the first failed are failures, made on demand
+// without allocating (the names are made once).
+type failingLines struct {
+	names  []string
+	failed int
+}
+
+func newFailingLines(n, failed int) failingLines {
+	l := failingLines{names: make([]string, n), failed: failed}
+	for i := range l.names {
+		l.names[i] = fmt.Sprintf("m%d", i)
+	}
+	return l
+}
+
+func (l failingLines) Len() int { return len(l.names) }
+func (l failingLines) Line(i int, m *Module) {
+	*m = Module{Name: l.names[i], Tier: "t", Breaker: l.names[i], Status: StatusOK, Attempts: 1, CircuitState: "closed",
+		Served: Served{Key: l.names[i], Source: blackboard.Live}}
+	if i < l.failed {
+		m.Status, m.FaultKind, m.Error = StatusFailed, "transient", "boom"
+		m.Served.Source, m.Served.Stale = blackboard.LastGood, true
+	}
+}
+func (l failingLines) Status(i int) Status {
+	if i < l.failed {
+		return StatusFailed
+	}
+	return StatusOK
+}
+func (l failingLines) Plain(i int) bool { return i >= l.failed }
+func (l failingLines) Identity() any    { return &l.names[0] }
+
+// TestModuleIntoReadsEveryLine checks that ModuleInto sets the same line ModuleAt returns,
+// over whole lines and over a producer's Lines, whatever the Module held before.
+func TestModuleIntoReadsEveryLine(t *testing.T) {
+	for name, s := range map[string]*Summary{"whole": compactFixture(3, 20), "lines": asLines(compactFixture(3, 20), nil)} {
+		m := Module{Name: "left over", Error: "left over", LatencyMs: 9}
+		for i := range s.NumModules() {
+			s.ModuleInto(i, &m)
+			if want := s.Modules()[i]; !reflect.DeepEqual(m, want) || !reflect.DeepEqual(s.ModuleAt(i), want) {
+				t.Fatalf("%s line %d: ModuleInto %+v, ModuleAt %+v, want %+v", name, i, m, s.ModuleAt(i), want)
+			}
+		}
+	}
+}
+
+// TestCompactionAllocatesPerSummaryNotPerFailure checks that compacting a summary whose lines
+// a producer keeps copies its failed lines into the compact summary's one slice, without
+// building each on the heap first: 2000 failed lines cost about as many allocations as 20.
+func TestCompactionAllocatesPerSummaryNotPerFailure(t *testing.T) {
+	const n = WholeLines / 2 // the history keeps two summaries whole and compacts the third
+	allocs := func(failed int) float64 {
+		lines := newFailingLines(n, failed)
+		ss := make([]*Summary, 64)
+		for i := range ss {
+			ss[i] = &Summary{TickID: uint64(i + 1), Tiers: []Tier{{Name: "t"}}}
+			ss[i].SetLines(lines)
+		}
+		h := NewHistory(3)
+		for _, s := range ss[:3] {
+			h.Append(s)
+		}
+		next := 3
+		a := testing.AllocsPerRun(20, func() {
+			h.Append(ss[next]) // compacts the summary that left the whole window
+			next++
+		})
+		if got := h.List(0, 0)[2]; !got.Compacted || got.ModuleAt(failed-1).Error != "boom" || got.ModuleAt(failed).Status != StatusOK {
+			t.Fatalf("%d failed: the oldest summary is not compacted with its failures (compacted %v)", failed, got.Compacted)
+		}
+		return a
+	}
+	few, many := allocs(20), allocs(2000)
+	if many > few+16 {
+		t.Fatalf("compacting a summary: %v allocs with 20 failed lines, %v with 2000", few, many)
+	}
+}
+
+// BenchmarkHistoryCompact appends summaries of 50 000 module lines, a tenth of them
+// failures, kept by their producer, to a history that keeps two of them whole: every
+// Append compacts the summary that leaves the whole window.
+func BenchmarkHistoryCompact(b *testing.B) {
+	lines := newFailingLines(WholeLines/2, WholeLines/20)
+	ss := make([]Summary, 64)
+	for i := range ss {
+		ss[i].Tiers = []Tier{{Name: "t"}}
+		ss[i].SetLines(lines)
+	}
+	appendEach(b, NewHistory(3), ss)
+}

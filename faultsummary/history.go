@@ -127,8 +127,9 @@ func (h *History) compact(s *Summary) *Summary {
 	sameID := r != nil && id != nil && id == r.id && len(r.lines) == n
 	if !sameID && (r == nil || len(r.lines) != n || !r.matches(s)) {
 		r = &roster{lines: make([]rosterLine, n)}
+		var m Module
 		for i := range n {
-			m := s.ModuleAt(i)
+			s.ModuleInto(i, &m)
 			r.lines[i] = rosterLine{name: m.Name, tier: m.Tier, breaker: m.Breaker, key: m.Served.Key, tierIndex: m.TierIndex}
 		}
 	}
@@ -138,10 +139,23 @@ func (h *History) compact(s *Summary) *Summary {
 	c.Compacted = true
 	c.lines, c.src, c.mat = nil, nil, nil
 	p := &packing{roster: r}
+	// Counted first, so that the kept lines are copied once into a slice of their size
+	// (appending doubled a slice of 240-byte lines, a failure storm of a large cycle
+	// copying its lines about twice over).
+	k := 0
 	for i := range n {
 		if !s.plainAt(i) {
-			c.lines = append(c.lines, s.ModuleAt(i))
-			p.idx = append(p.idx, int32(i))
+			k++
+		}
+	}
+	if k > 0 {
+		c.lines, p.idx = make([]Module, 0, k), make([]int32, 0, k)
+		for i := 0; i < n && len(p.idx) < k; i++ {
+			if !s.plainAt(i) {
+				c.lines = c.lines[:len(c.lines)+1]
+				s.ModuleInto(i, &c.lines[len(c.lines)-1]) // ModuleAt would build each line on the heap first
+				p.idx = append(p.idx, int32(i))
+			}
 		}
 	}
 	c.packed = p
@@ -149,8 +163,10 @@ func (h *History) compact(s *Summary) *Summary {
 }
 
 func (r *roster) matches(s *Summary) bool {
+	var m Module
 	for i := range r.lines {
-		l, m := &r.lines[i], s.ModuleAt(i)
+		l := &r.lines[i]
+		s.ModuleInto(i, &m)
 		if l.name != m.Name || l.tier != m.Tier || l.breaker != m.Breaker || l.key != m.Served.Key || l.tierIndex != m.TierIndex {
 			return false
 		}

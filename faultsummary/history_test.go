@@ -293,8 +293,11 @@ func TestHistoryConcurrent(t *testing.T) {
 }
 
 func BenchmarkHistoryAppend(b *testing.B) {
-	h := NewHistory(1000)
-	ss := make([]Summary, 2048)
+	appendEach(b, NewHistory(1000), make([]Summary, 2048))
+}
+
+// appendEach appends the summaries of ss to h in turn, b.N in all, with increasing tick ids.
+func appendEach(b *testing.B, h *History, ss []Summary) {
 	b.ReportAllocs()
 	var id uint64
 	for b.Loop() {

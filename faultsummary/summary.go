@@ -247,14 +247,23 @@ func (s *Summary) NumModules() int {
 	return s.src.Len()
 }
 
-// ModuleAt returns module line i (0 ≤ i < NumModules).
+// ModuleAt returns module line i (0 ≤ i < NumModules). A caller that reads many lines
+// one at a time reads them with ModuleInto: when a producer keeps the lines (SetLines),
+// each line ModuleAt returns is built on the heap, 240 bytes a call.
 func (s *Summary) ModuleAt(i int) Module {
-	if s.src == nil {
-		return s.lines[i]
-	}
 	var m Module
-	s.src.Line(i, &m)
+	s.ModuleInto(i, &m)
 	return m
+}
+
+// ModuleInto sets *m to module line i (0 ≤ i < NumModules). It allocates nothing: one
+// Module can take every line in turn.
+func (s *Summary) ModuleInto(i int, m *Module) {
+	if s.src == nil {
+		*m = s.lines[i]
+		return
+	}
+	s.src.Line(i, m)
 }
 
 // moduleStatus returns the status of line i without building the line.

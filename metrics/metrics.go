@@ -193,10 +193,12 @@ func (c *Collectors) observeTick(s *faultsummary.Summary) {
 			c.tierExhausted.WithLabelValues(t.Name).Inc()
 		}
 	}
-	// One line at a time: the engine keeps them compact, and building all of them here
-	// would cost every tick the 240 bytes per module that keeping them compact saves.
+	// One line at a time, into one Module: the engine keeps them compact, and building all
+	// of them here (or each on the heap, as ModuleAt does) would cost every tick the 240
+	// bytes per module that keeping them compact saves.
+	var m faultsummary.Module
 	for i, n := 0, s.NumModules(); i < n; i++ {
-		m := s.ModuleAt(i)
+		s.ModuleInto(i, &m)
 		c.moduleRuns.WithLabelValues(m.Name, m.Tier, string(m.Status)).Inc()
 		if m.Attempts > 0 {
 			c.moduleAttempts.WithLabelValues(m.Name).Add(float64(m.Attempts))

@@ -14,9 +14,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
+	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/lastgood"
 	"github.com/cycled/cycled/metrics"
 	"github.com/cycled/cycled/tiers"
@@ -326,4 +328,56 @@ func TestObserveTickAllocatesPerTickNotPerModule(t *testing.T) {
 	if large > small+8 {
 		t.Fatalf("observing a tick: %v allocs with 10 modules, %v with 500: the lines are built per module", small, large)
 	}
+}
+
+// TestModuleCountersFollowTheirModule checks that each line is counted for its own module,
+// tier, status and key when the summaries' lines change order, length, tiers and statuses
+// from one tick to the next (a reload), the collectors remembering counters by position.
+func TestModuleCountersFollowTheirModule(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := metrics.New(reg)
+	stale := func(key string) faultsummary.Served {
+		return faultsummary.Served{Key: key, Source: blackboard.LastGood, Stale: true}
+	}
+	line := func(name, tier string, st faultsummary.Status, attempts int, served faultsummary.Served) faultsummary.Module {
+		if served.Key == "" {
+			served = faultsummary.Served{Key: name + ".result", Source: blackboard.Live}
+		}
+		return faultsummary.Module{Name: name, Tier: tier, Status: st, Attempts: attempts, Served: served}
+	}
+	ticks := [][]faultsummary.Module{
+		{line("a", "work", faultsummary.StatusOK, 1, faultsummary.Served{}), line("b", "work", faultsummary.StatusFailed, 1, stale("b.result"))},
+		{line("b", "work", faultsummary.StatusOK, 1, faultsummary.Served{}), line("a", "work", faultsummary.StatusFailed, 1, stale("a.result"))},
+		{line("b", "work", faultsummary.StatusOK, 1, faultsummary.Served{}), line("a", "plan", faultsummary.StatusRetried, 2, faultsummary.Served{})},
+		{line("a", "plan", faultsummary.StatusOK, 1, faultsummary.Served{}), line("b", "work", faultsummary.StatusFailed, 1, stale("b.result")),
+			line("c", "work", faultsummary.StatusOpen, 0, faultsummary.Served{Key: "c.result", Expired: true})},
+		{line("a", "plan", faultsummary.StatusOK, 1, faultsummary.Served{}), line("b", "work", faultsummary.StatusFailed, 1, stale("b.v2")),
+			line("c", "work", faultsummary.StatusOpen, 0, faultsummary.Served{Key: "c.result", Expired: true})},
+	}
+	for _, lines := range ticks {
+		s := &faultsummary.Summary{}
+		s.SetModules(lines)
+		c.Hooks().OnTick(s)
+	}
+	run := func(module, tier, status string) map[string]string {
+		return map[string]string{"module": module, "tier": tier, "status": status}
+	}
+	for _, want := range []struct {
+		labels map[string]string
+		n      float64
+	}{
+		{run("a", "work", "ok"), 1}, {run("a", "work", "failed"), 1}, {run("a", "plan", "retried"), 1}, {run("a", "plan", "ok"), 2},
+		{run("b", "work", "failed"), 3}, {run("b", "work", "ok"), 2}, {run("c", "work", "open"), 2},
+	} {
+		expect(t, reg, "cycled_module_runs_total", want.labels, want.n)
+	}
+	expect(t, reg, "cycled_module_attempts_total", map[string]string{"module": "a"}, 6)
+	expect(t, reg, "cycled_module_attempts_total", map[string]string{"module": "b"}, 5)
+	if _, ok := value(t, reg, "cycled_module_attempts_total", map[string]string{"module": "c"}); ok {
+		t.Error("attempts counted for c, which never ran")
+	}
+	expect(t, reg, "cycled_last_good_served_total", map[string]string{"key": "a.result"}, 1)
+	expect(t, reg, "cycled_last_good_served_total", map[string]string{"key": "b.result"}, 2)
+	expect(t, reg, "cycled_last_good_served_total", map[string]string{"key": "b.v2"}, 1) // the key changed in a reload
+	expect(t, reg, "cycled_last_good_expired_total", map[string]string{"key": "c.result"}, 2)
 }

@@ -241,6 +241,23 @@ func TestModuleIntoReadsEveryLine(t *testing.T) {
 	}
 }
 
+// TestPlainAtAndLinesIdentity checks that PlainAt tells the plain lines apart as History's
+// compaction keeps them, over whole lines and a producer's, and that only a producer's
+// lines have an identity.
+func TestPlainAtAndLinesIdentity(t *testing.T) {
+	id := new(int)
+	whole, lined := compactFixture(3, 20), asLines(compactFixture(3, 20), id)
+	for i := range whole.NumModules() {
+		m := whole.ModuleAt(i)
+		if want := m.Status == StatusOK; whole.PlainAt(i) != want || lined.PlainAt(i) != want {
+			t.Fatalf("line %d (%s): PlainAt whole %v, lines %v, want %v", i, m.Status, whole.PlainAt(i), lined.PlainAt(i), want)
+		}
+	}
+	if whole.LinesIdentity() != nil || lined.LinesIdentity() != any(id) {
+		t.Fatalf("LinesIdentity: whole %v, lines %v, want nil and %p", whole.LinesIdentity(), lined.LinesIdentity(), id)
+	}
+}
+
 // TestCompactionAllocatesPerSummaryNotPerFailure checks that compacting a summary whose lines
 // a producer keeps copies its failed lines into the compact summary's one slice, without
 // building each on the heap first: 2000 failed lines cost about as many allocations as 20.

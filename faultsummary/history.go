@@ -120,10 +120,7 @@ func plain(m *Module) bool {
 func (h *History) compact(s *Summary) *Summary {
 	n := s.NumModules()
 	r := h.roster
-	var id any
-	if s.src != nil {
-		id = s.src.Identity()
-	}
+	id := s.LinesIdentity()
 	sameID := r != nil && id != nil && id == r.id && len(r.lines) == n
 	if !sameID && (r == nil || len(r.lines) != n || !r.matches(s)) {
 		r = &roster{lines: make([]rosterLine, n)}
@@ -144,14 +141,14 @@ func (h *History) compact(s *Summary) *Summary {
 	// copying its lines about twice over).
 	k := 0
 	for i := range n {
-		if !s.plainAt(i) {
+		if !s.PlainAt(i) {
 			k++
 		}
 	}
 	if k > 0 {
 		c.lines, p.idx = make([]Module, 0, k), make([]int32, 0, k)
 		for i := 0; i < n && len(p.idx) < k; i++ {
-			if !s.plainAt(i) {
+			if !s.PlainAt(i) {
 				c.lines = c.lines[:len(c.lines)+1]
 				s.ModuleInto(i, &c.lines[len(c.lines)-1]) // ModuleAt would build each line on the heap first
 				p.idx = append(p.idx, int32(i))

@@ -274,12 +274,25 @@ func (s *Summary) moduleStatus(i int) Status {
 	return s.src.Status(i)
 }
 
-// plainAt reports whether line i is plain (see plain) without building it when it need not.
-func (s *Summary) plainAt(i int) bool {
+// PlainAt reports whether module line i is a plain success: status ok after one attempt,
+// a live value, a closed circuit, no fault (the lines History keeps only as a roster, see
+// KeepWhole). It builds no line when a producer keeps them.
+func (s *Summary) PlainAt(i int) bool {
 	if s.src == nil {
 		return plain(&s.lines[i])
 	}
 	return s.src.Plain(i)
+}
+
+// LinesIdentity returns the identity its producer gives the summary's lines (see
+// Lines.Identity): two summaries with the same non-nil identity have lines that name the
+// same modules, tiers, breakers and keys in the same order. It is nil for lines set whole
+// (SetModules) or decoded.
+func (s *Summary) LinesIdentity() any {
+	if s.src == nil {
+		return nil
+	}
+	return s.src.Identity()
 }
 
 // wireSummary is the summary as encoded: its fields and its module lines.

@@ -332,10 +332,10 @@ func TestObserveTickAllocatesPerTickNotPerModule(t *testing.T) {
 
 // TestModuleCountersFollowTheirModule checks that each line is counted for its own module,
 // tier, status and key when the summaries' lines change order, length, tiers and statuses
-// from one tick to the next (a reload), the collectors remembering counters by position.
+// from one tick to the next (a reload), the collectors remembering counters by position:
+// with whole lines, and with a producer's lines whose identity says when the modules are
+// the same as the tick before (then plain successes are counted without being read).
 func TestModuleCountersFollowTheirModule(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	c := metrics.New(reg)
 	stale := func(key string) faultsummary.Served {
 		return faultsummary.Served{Key: key, Source: blackboard.LastGood, Stale: true}
 	}
@@ -343,41 +343,73 @@ func TestModuleCountersFollowTheirModule(t *testing.T) {
 		if served.Key == "" {
 			served = faultsummary.Served{Key: name + ".result", Source: blackboard.Live}
 		}
-		return faultsummary.Module{Name: name, Tier: tier, Status: st, Attempts: attempts, Served: served}
+		return faultsummary.Module{Name: name, Tier: tier, Status: st, Attempts: attempts, CircuitState: "closed", Served: served}
 	}
-	ticks := [][]faultsummary.Module{
-		{line("a", "work", faultsummary.StatusOK, 1, faultsummary.Served{}), line("b", "work", faultsummary.StatusFailed, 1, stale("b.result"))},
-		{line("b", "work", faultsummary.StatusOK, 1, faultsummary.Served{}), line("a", "work", faultsummary.StatusFailed, 1, stale("a.result"))},
-		{line("b", "work", faultsummary.StatusOK, 1, faultsummary.Served{}), line("a", "plan", faultsummary.StatusRetried, 2, faultsummary.Served{})},
-		{line("a", "plan", faultsummary.StatusOK, 1, faultsummary.Served{}), line("b", "work", faultsummary.StatusFailed, 1, stale("b.result")),
-			line("c", "work", faultsummary.StatusOpen, 0, faultsummary.Served{Key: "c.result", Expired: true})},
-		{line("a", "plan", faultsummary.StatusOK, 1, faultsummary.Served{}), line("b", "work", faultsummary.StatusFailed, 1, stale("b.v2")),
-			line("c", "work", faultsummary.StatusOpen, 0, faultsummary.Served{Key: "c.result", Expired: true})},
-	}
-	for _, lines := range ticks {
-		s := &faultsummary.Summary{}
-		s.SetModules(lines)
-		c.Hooks().OnTick(s)
-	}
-	run := func(module, tier, status string) map[string]string {
-		return map[string]string{"module": module, "tier": tier, "status": status}
-	}
-	for _, want := range []struct {
-		labels map[string]string
-		n      float64
+	ticks := []struct {
+		id    int // the lines' identity: the same for the same modules in the same order
+		lines []faultsummary.Module
 	}{
-		{run("a", "work", "ok"), 1}, {run("a", "work", "failed"), 1}, {run("a", "plan", "retried"), 1}, {run("a", "plan", "ok"), 2},
-		{run("b", "work", "failed"), 3}, {run("b", "work", "ok"), 2}, {run("c", "work", "open"), 2},
-	} {
-		expect(t, reg, "cycled_module_runs_total", want.labels, want.n)
+		{1, []faultsummary.Module{line("a", "work", faultsummary.StatusOK, 1, faultsummary.Served{}), line("b", "work", faultsummary.StatusFailed, 1, stale("b.result"))}},
+		{2, []faultsummary.Module{line("b", "work", faultsummary.StatusOK, 1, faultsummary.Served{}), line("a", "work", faultsummary.StatusFailed, 1, stale("a.result"))}},
+		{3, []faultsummary.Module{line("b", "work", faultsummary.StatusOK, 1, faultsummary.Served{}), line("a", "plan", faultsummary.StatusRetried, 2, faultsummary.Served{})}},
+		{4, []faultsummary.Module{line("a", "plan", faultsummary.StatusOK, 1, faultsummary.Served{}), line("b", "work", faultsummary.StatusFailed, 1, stale("b.result")),
+			line("c", "work", faultsummary.StatusOpen, 0, faultsummary.Served{Key: "c.result", Expired: true})}},
+		{5, []faultsummary.Module{line("a", "plan", faultsummary.StatusOK, 1, faultsummary.Served{}), line("b", "work", faultsummary.StatusFailed, 1, stale("b.v2")),
+			line("c", "work", faultsummary.StatusOpen, 0, faultsummary.Served{Key: "c.result", Expired: true})}},
+		{5, []faultsummary.Module{line("a", "plan", faultsummary.StatusOK, 1, faultsummary.Served{}), line("b", "work", faultsummary.StatusOK, 1, faultsummary.Served{Key: "b.v2"}),
+			line("c", "work", faultsummary.StatusOK, 1, faultsummary.Served{})}},
 	}
-	expect(t, reg, "cycled_module_attempts_total", map[string]string{"module": "a"}, 6)
-	expect(t, reg, "cycled_module_attempts_total", map[string]string{"module": "b"}, 5)
-	if _, ok := value(t, reg, "cycled_module_attempts_total", map[string]string{"module": "c"}); ok {
-		t.Error("attempts counted for c, which never ran")
+	for _, producer := range []bool{false, true} {
+		t.Run(fmt.Sprintf("producer=%v", producer), func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			c := metrics.New(reg)
+			ids := map[int]*int{}
+			for _, tk := range ticks {
+				s := &faultsummary.Summary{}
+				if producer {
+					if ids[tk.id] == nil {
+						ids[tk.id] = new(int)
+					}
+					s.SetLines(testLines{ms: tk.lines, id: ids[tk.id]})
+				} else {
+					s.SetModules(tk.lines)
+				}
+				c.Hooks().OnTick(s)
+			}
+			run := func(module, tier, status string) map[string]string {
+				return map[string]string{"module": module, "tier": tier, "status": status}
+			}
+			for _, want := range []struct {
+				labels map[string]string
+				n      float64
+			}{
+				{run("a", "work", "ok"), 1}, {run("a", "work", "failed"), 1}, {run("a", "plan", "retried"), 1}, {run("a", "plan", "ok"), 3},
+				{run("b", "work", "failed"), 3}, {run("b", "work", "ok"), 3}, {run("c", "work", "open"), 2}, {run("c", "work", "ok"), 1},
+			} {
+				expect(t, reg, "cycled_module_runs_total", want.labels, want.n)
+			}
+			expect(t, reg, "cycled_module_attempts_total", map[string]string{"module": "a"}, 7)
+			expect(t, reg, "cycled_module_attempts_total", map[string]string{"module": "b"}, 6)
+			expect(t, reg, "cycled_module_attempts_total", map[string]string{"module": "c"}, 1)
+			expect(t, reg, "cycled_last_good_served_total", map[string]string{"key": "a.result"}, 1)
+			expect(t, reg, "cycled_last_good_served_total", map[string]string{"key": "b.result"}, 2)
+			expect(t, reg, "cycled_last_good_served_total", map[string]string{"key": "b.v2"}, 1) // the key changed in a reload
+			expect(t, reg, "cycled_last_good_expired_total", map[string]string{"key": "c.result"}, 2)
+		})
 	}
-	expect(t, reg, "cycled_last_good_served_total", map[string]string{"key": "a.result"}, 1)
-	expect(t, reg, "cycled_last_good_served_total", map[string]string{"key": "b.result"}, 2)
-	expect(t, reg, "cycled_last_good_served_total", map[string]string{"key": "b.v2"}, 1) // the key changed in a reload
-	expect(t, reg, "cycled_last_good_expired_total", map[string]string{"key": "c.result"}, 2)
+}
+
+// testLines are module lines kept by a producer, with the identity the test gives them.
+type testLines struct {
+	ms []faultsummary.Module
+	id *int
+}
+
+func (l testLines) Len() int                           { return len(l.ms) }
+func (l testLines) Line(i int, m *faultsummary.Module) { *m = l.ms[i] }
+func (l testLines) Status(i int) faultsummary.Status   { return l.ms[i].Status }
+func (l testLines) Identity() any                      { return l.id }
+func (l testLines) Plain(i int) bool {
+	m := &l.ms[i]
+	return m.Status == faultsummary.StatusOK && m.Attempts == 1 && m.Served.Source == blackboard.Live && !m.Served.Stale
 }

@@ -232,7 +232,7 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 		hub:       faultsummary.NewHub(),
 	}
 	e.realClock = clock.IsReal(o.clock)
-	e.lines = newLinePrep(&e.workersWG, func(n int) int { return e.history.Whole(n) })
+	e.lines = newLinePrep(&e.workersWG)
 	ropts := []retrybudget.Option{retrybudget.WithClock(o.clock)}
 	if o.rand != nil {
 		ropts = append(ropts, retrybudget.WithRand(o.rand))

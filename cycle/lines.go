@@ -11,7 +11,7 @@ import (
 // measured at 1 kHz with 500 modules, up to 0.9 ms at the start of a tick, which made the
 // tick overrun its period. Two things keep that allocation off the tick:
 //
-//   - The records of a tick whose summary nobody holds any more are reused (recRing). The
+//   - The records of a tick whose summary nobody holds any more are reused (recPool). The
 //     collector is what proves that nobody holds them, so reuse follows a collection; in
 //     between, and always for the values (they are pointers to what modules produced,
 //     which a reused buffer would keep alive), fresh memory is needed.
@@ -27,20 +27,18 @@ import (
 // ahead of time, and in a cycle that large a tick takes long enough for the allocation not
 // to matter.
 type linePrep struct {
-	wg    *sync.WaitGroup
-	mu    sync.Mutex
-	req   chan int        // guarded by mu (created on first use, closed by stop)
-	done  bool            // guarded by mu
-	recs  chan []lineRec  // at most maxAhead; filled only by loop
-	vals  chan []any      // likewise
-	whole func(n int) int // how many summaries of n lines the history keeps whole
-	ring  recRing         // used by take and keep only, which the tick calls (under tickMu)
+	wg   *sync.WaitGroup
+	mu   sync.Mutex
+	req  chan int       // guarded by mu (created on first use, closed by stop)
+	done bool           // guarded by mu
+	recs chan []lineRec // at most maxAhead; filled only by loop
+	vals chan []any     // likewise
+	pool recPool        // used by take and keep only, which the tick calls (under tickMu)
 }
 
-// newLinePrep returns a linePrep whose goroutine, once started, is counted in wg; whole
-// returns how many of the newest summaries of n module lines the history keeps whole.
-func newLinePrep(wg *sync.WaitGroup, whole func(n int) int) *linePrep {
-	return &linePrep{wg: wg, whole: whole, recs: make(chan []lineRec, maxAhead), vals: make(chan []any, maxAhead)}
+// newLinePrep returns a linePrep whose goroutine, once started, is counted in wg.
+func newLinePrep(wg *sync.WaitGroup) *linePrep {
+	return &linePrep{wg: wg, recs: make(chan []lineRec, maxAhead), vals: make(chan []any, maxAhead)}
 }
 
 const (
@@ -68,16 +66,16 @@ const lineBytes = int(unsafe.Sizeof(lineRec{}) + unsafe.Sizeof(any(nil)))
 // and of that size (lines of another size, prepared before a configuration change, are
 // dropped), else fresh ones.
 func (p *linePrep) take(n int) lineBuf {
-	recs := p.ring.reuse(n, p.whole)
+	recs := p.pool.take(n)
 	if recs == nil {
 		recs = takeReady(p.recs, n)
 	}
 	return lineBuf{recs: recs, vals: takeReady(p.vals, n)}
 }
 
-// keep hands the lines of the tick in progress to the ring, for reuse once nothing refers to
-// them any more.
-func (p *linePrep) keep(l *tickLines) { p.ring.keep(l) }
+// keep offers the records of the tick in progress to the pool, for reuse once nothing refers
+// to them any more.
+func (p *linePrep) keep(l *tickLines) { p.pool.keep(l) }
 
 // takeReady returns a slice of n prepared in ch, or a fresh one.
 func takeReady[T any](ch chan []T, n int) []T {
@@ -116,7 +114,7 @@ func (p *linePrep) loop(req <-chan int) {
 	defer p.wg.Done()
 	for n := range req {
 		// The only sender: ticks only take, so there is room for every line set sent here.
-		// Records taken from the ring leave the prepared ones waiting: only what was used is
+		// Records taken from the pool leave the prepared ones waiting: only what was used is
 		// replaced.
 		for k := linesAhead(n); len(p.recs) < k; {
 			p.recs <- make([]lineRec, n)

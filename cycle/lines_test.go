@@ -40,9 +40,6 @@ func readySlices[T any](ch chan []T) [][]T {
 // newLineBuf returns fresh lines of n modules.
 func newLineBuf(n int) lineBuf { return lineBuf{recs: make([]lineRec, n), vals: make([]any, n)} }
 
-// noWhole is a history's whole-summary count for a linePrep under test: none.
-func noWhole(int) int { return 0 }
-
 func TestLinesAhead(t *testing.T) {
 	line := int(unsafe.Sizeof(lineRec{})) + 16 // a record and its value
 	if line != lineBytes || line > 64 {
@@ -64,7 +61,7 @@ func TestLinesAhead(t *testing.T) {
 func TestLinePrep(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var wg sync.WaitGroup
-		p := newLinePrep(&wg, noWhole)
+		p := newLinePrep(&wg)
 		if got := p.take(3); len(got.recs) != 3 || len(got.vals) != 3 {
 			t.Fatalf("take without a request: %d lines, want 3", len(got.recs))
 		}

@@ -3,8 +3,8 @@ package cycle
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
-	"slices"
 	"testing"
 
 	"github.com/cycled/cycled/blackboard"
@@ -12,28 +12,50 @@ import (
 	"github.com/cycled/cycled/tiers"
 )
 
-func TestRingLen(t *testing.T) {
+func TestPoolCap(t *testing.T) {
 	if raceEnabled {
 		for _, n := range []int{1, 500, 5000} {
-			if got := ringLen(n, 16); got != 0 {
-				t.Errorf("ringLen(%d, 16) = %d under the race detector, want 0", n, got)
+			if got := poolCap(n); got != 0 {
+				t.Errorf("poolCap(%d) = %d under the race detector, want 0", n, got)
 			}
 		}
 		return
 	}
-	for _, c := range []struct{ n, whole, want int }{
-		{0, 16, 0},
-		{1, 16, 16 + 2 + maxReuseSlack},
-		{500, 64, 64 + 2 + maxReuseSlack},               // 20 kB a tick: the most slack
-		{5000, 20, 20 + 2 + reuseBytes/(5000*recBytes)}, // 200 kB a tick: 10 ticks' worth
-		{reuseBytes / (minReuseSlack * recBytes), 1, 1 + 2 + minReuseSlack},
-		{reuseBytes/(minReuseSlack*recBytes) + 100, 1, 0}, // too large to be worth it
-		{100_000, 1, 0},
+	for _, c := range []struct{ n, want int }{
+		{0, 0},
+		{1, maxReuseSlack},
+		{100, maxReuseSlack},                   // 4 kB a tick: the most ticks
+		{500, reuseBytes / (500 * recBytes)},   // 20 kB a tick: 104 ticks' worth
+		{5000, reuseBytes / (5000 * recBytes)}, // 200 kB a tick: 10 ticks' worth
+		{reuseBytes / (minReuseSlack * recBytes), minReuseSlack},
+		{reuseBytes/(minReuseSlack*recBytes) + 100, 0}, // too large to be worth it
+		{100_000, 0},
 	} {
-		if got := ringLen(c.n, c.whole); got != c.want {
-			t.Errorf("ringLen(%d, %d) = %d, want %d", c.n, c.whole, got, c.want)
+		if got := poolCap(c.n); got != c.want {
+			t.Errorf("poolCap(%d) = %d, want %d", c.n, got, c.want)
 		}
 	}
+}
+
+// pooled returns how many ticks' records the pool of e holds.
+func pooled(e *Engine) int {
+	if sh := e.lines.pool.shelf; sh != nil {
+		return sh.len()
+	}
+	return 0
+}
+
+// awaitPooled waits until the pool of e holds at least k records (the runtime's cleanup
+// goroutine returns them after a collection) and reports whether it did; it yields,
+// it does not sleep.
+func awaitPooled(e *Engine, k int) bool {
+	for i := 0; i < 1_000_000; i++ {
+		if pooled(e) >= k {
+			return true
+		}
+		runtime.Gosched()
+	}
+	return false
 }
 
 // flipFlop fails transiently on even ticks and returns the tick's id on odd ones (so that
@@ -87,51 +109,54 @@ func checkLines(t *testing.T, s *faultsummary.Summary) {
 }
 
 // The records of a tick are reused only once nothing refers to its lines: the summaries a
-// caller holds keep theirs, every line read from reused records is right, and the
-// records of the summaries nobody held are reused after a collection.
+// caller holds keep theirs (their lines read the same at the end as when published), every
+// line read from reused records is right, and the records of the summaries nobody held are
+// reused after a collection.
 func TestLineRecordsReusedOnlyUnreferenced(t *testing.T) {
 	const n = 20
 	e := newEngine(t, Config{Tiers: benchTiers(), History: 4}, reuseModules(n))
-	k := ringLen(n, e.history.Whole(n))
+	k := poolCap(n)
 	if k == 0 && !raceEnabled {
 		t.Fatalf("no reuse for %d modules", n)
 	}
 	type heldTick struct {
-		s    *faultsummary.Summary
-		l    *tickLines
-		recs []lineRec
+		s     *faultsummary.Summary
+		lines []faultsummary.Module // as published, read line by line from its records
+	}
+	readLines := func(s *faultsummary.Summary) []faultsummary.Module {
+		ms := make([]faultsummary.Module, s.NumModules())
+		for i := range ms {
+			s.ModuleInto(i, &ms[i]) // from the records each time (Modules would keep a copy)
+		}
+		return ms
 	}
 	var held []heldTick
-	usedBy := map[*lineRec]uint64{} // the first record of a tick's records → the tick
 	reused := 0
 	for range 3*k + 10 {
+		if pooled(e) > 0 {
+			reused++ // this tick takes pooled records
+		}
 		s := tick(t, e)
 		checkLines(t, s)
-		if r := &e.lines.ring; len(r.ents) > 0 {
-			newest := r.ents[(r.next+len(r.ents)-1)%len(r.ents)]
-			if _, ok := usedBy[&newest.recs[0]]; ok {
-				reused++
-			}
-			usedBy[&newest.recs[0]] = s.TickID
-			if s.TickID%3 == 0 {
-				held = append(held, heldTick{s, newest.owner.Value(), slices.Clone(newest.recs)})
-			}
+		if s.TickID%3 == 0 {
+			held = append(held, heldTick{s, readLines(s)})
 		}
 		if s.TickID%5 == 0 {
 			runtime.GC()
+			awaitPooled(e, 1)
 		}
 	}
 	runtime.GC()
 	for _, h := range held {
-		if !slices.Equal(h.l.recs, h.recs) {
-			t.Fatalf("tick %d's records changed while its summary was held", h.s.TickID)
+		if got := readLines(h.s); !reflect.DeepEqual(got, h.lines) {
+			t.Fatalf("tick %d's lines changed while its summary was held:\n got %+v\nwant %+v", h.s.TickID, got, h.lines)
 		}
 	}
 	if raceEnabled {
 		return // no reuse under the race detector
 	}
-	// Ticks from k+1 on find the oldest entry's lines unheld two times in three, and a
-	// collection at most five ticks old.
+	// After each collection (every fifth tick) the records of the ticks nobody held, all
+	// but the history's four, are back in the pool.
 	if reused < k {
 		t.Fatalf("records reused on %d of %d ticks, want at least %d", reused, 3*k+10, k)
 	}
@@ -145,14 +170,16 @@ func TestLineRecordsNotAllocatedAfterCollection(t *testing.T) {
 	}
 	const n, ticks = 2000, 8
 	e := newEngine(t, Config{Tiers: benchTiers(), History: 4}, benchModules(n, false))
-	k := ringLen(n, e.history.Whole(n))
-	if k-e.history.Whole(n)-2 < ticks {
-		t.Fatalf("a ring of %d for %d modules: too short for the test", k, n)
+	if k := poolCap(n); k < ticks {
+		t.Fatalf("a pool of %d for %d modules: too short for the test", k, n)
 	}
-	for range k {
+	for range poolCap(n) + 4 {
 		tick(t, e)
 	}
 	runtime.GC()
+	if !awaitPooled(e, ticks) {
+		t.Fatalf("after a collection the pool holds %d records, want %d", pooled(e), ticks)
+	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for range ticks {

@@ -62,7 +62,9 @@ func (h *History) Cap() int {
 // others it keeps compacted, without references to their producer's lines).
 func (h *History) Whole(n int) int { return min(h.Cap(), keepWhole(n)) }
 
-// Append stores s as the latest summary and wakes every waiter.
+// Append stores s as the latest summary and wakes every waiter. One goroutine at a time
+// appends (the history's producer; the engine appends from its tick loop); readers call
+// the other methods concurrently.
 func (h *History) Append(s *Summary) {
 	h.mu.Lock()
 	h.ring[h.next] = s

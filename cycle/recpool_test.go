@@ -192,3 +192,62 @@ func TestLineRecordsNotAllocatedAfterCollection(t *testing.T) {
 	}
 	t.Logf("%d bytes a tick (records: %d)", perTick, n*recBytes)
 }
+
+// TestRecPoolTakesOnlyCollectedRecordsOfItsSize checks the pool on its own: records come
+// back zeroed once their lines are collected and not before, a change of size drops what
+// the pool held, and records of the old size returned after the change are never handed
+// out.
+func TestRecPoolTakesOnlyCollectedRecordsOfItsSize(t *testing.T) {
+	if raceEnabled {
+		t.Skip("no reuse under the race detector")
+	}
+	var p recPool
+	if p.take(10) != nil {
+		t.Fatal("a new pool handed out records")
+	}
+	await := func(k int) bool {
+		for i := 0; i < 1_000_000; i++ {
+			if p.shelf.len() >= k {
+				return true
+			}
+			runtime.Gosched()
+		}
+		return false
+	}
+	held := &tickLines{recs: make([]lineRec, 10)}
+	p.keep(held)
+	func() {
+		gone := &tickLines{recs: make([]lineRec, 10)}
+		gone.recs[3].attempts = 7
+		p.keep(gone)
+	}()
+	runtime.GC()
+	if !await(1) {
+		t.Fatal("the records of collected lines did not come back")
+	}
+	recs := p.take(10)
+	if len(recs) != 10 || recs[3] != (lineRec{}) {
+		t.Fatalf("took %d records, record 3 = %+v; want 10 zeroed", len(recs), recs[3])
+	}
+	if &recs[0] == &held.recs[0] || p.take(10) != nil {
+		t.Fatal("the records of lines still held were handed out")
+	}
+	runtime.KeepAlive(held)
+
+	// Resized: lines of 10 modules collected from now on go to the old shelf.
+	old := p.shelf
+	held = nil
+	if p.take(20) != nil || p.shelf == old {
+		t.Fatal("a change of size kept the old shelf")
+	}
+	runtime.GC()
+	for i := 0; i < 1_000_000 && old.len() == 0; i++ {
+		runtime.Gosched()
+	}
+	if old.len() == 0 {
+		t.Fatal("the held lines' records never came back (to the old shelf)")
+	}
+	if got := p.take(20); got != nil {
+		t.Fatalf("took %d records of the old size", len(got))
+	}
+}

@@ -265,6 +265,7 @@ type lineCounters struct {
 	served, expired prometheus.Counter
 }
 
+// statusCounter is a module's module_runs_total child for one status.
 type statusCounter struct {
 	status faultsummary.Status
 	runs   prometheus.Counter

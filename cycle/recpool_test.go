@@ -45,12 +45,15 @@ func pooled(e *Engine) int {
 	return 0
 }
 
-// awaitPooled waits until the pool of e holds at least k records (the runtime's cleanup
-// goroutine returns them after a collection) and reports whether it did; it yields,
-// it does not sleep.
-func awaitPooled(e *Engine, k int) bool {
-	for i := 0; i < 1_000_000; i++ {
-		if pooled(e) >= k {
+// awaitPooled waits until the pool of e holds at least k ticks' records (see awaitShelf).
+func awaitPooled(e *Engine, k int) bool { return awaitShelf(e.lines.pool.shelf, k) }
+
+// awaitShelf waits until sh holds at least k ticks' records (the runtime's cleanup
+// goroutine returns them after a collection) and reports whether it did; it yields, it
+// does not sleep.
+func awaitShelf(sh *recShelf, k int) bool {
+	for i := 0; sh != nil && i < 1_000_000; i++ {
+		if sh.len() >= k {
 			return true
 		}
 		runtime.Gosched()
@@ -205,15 +208,6 @@ func TestRecPoolTakesOnlyCollectedRecordsOfItsSize(t *testing.T) {
 	if p.take(10) != nil {
 		t.Fatal("a new pool handed out records")
 	}
-	await := func(k int) bool {
-		for i := 0; i < 1_000_000; i++ {
-			if p.shelf.len() >= k {
-				return true
-			}
-			runtime.Gosched()
-		}
-		return false
-	}
 	held := &tickLines{recs: make([]lineRec, 10)}
 	p.keep(held)
 	func() {
@@ -222,7 +216,7 @@ func TestRecPoolTakesOnlyCollectedRecordsOfItsSize(t *testing.T) {
 		p.keep(gone)
 	}()
 	runtime.GC()
-	if !await(1) {
+	if !awaitShelf(p.shelf, 1) {
 		t.Fatal("the records of collected lines did not come back")
 	}
 	recs := p.take(10)
@@ -241,10 +235,7 @@ func TestRecPoolTakesOnlyCollectedRecordsOfItsSize(t *testing.T) {
 		t.Fatal("a change of size kept the old shelf")
 	}
 	runtime.GC()
-	for i := 0; i < 1_000_000 && old.len() == 0; i++ {
-		runtime.Gosched()
-	}
-	if old.len() == 0 {
+	if !awaitShelf(old, 1) {
 		t.Fatal("the held lines' records never came back (to the old shelf)")
 	}
 	if got := p.take(20); got != nil {

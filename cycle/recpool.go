@@ -13,8 +13,8 @@ import (
 //
 // A tick registers a cleanup on its lines (runtime.AddCleanup). Once the collector has
 // found them unreachable (no summary, reader or late runner refers to them any more, and
-// none can again), the runtime's cleanup goroutine puts their records in the pool, if it
-// has room; a later tick takes them from there without waiting. A record holds no pointer,
+// none can again), the runtime's cleanup goroutine zeroes their records and puts them in
+// the pool, if it has room; a later tick takes them from there without waiting. A record holds no pointer,
 // so a reused one keeps nothing alive; the values the modules produced (tickLines.vals)
 // are pointers and are never reused, for the same reason. Records held for reuse cost
 // memory: at most reuseBytes of them, and none for a cycle so large that fewer than
@@ -88,9 +88,7 @@ func (p *recPool) take(n int) []lineRec {
 	if p.shelf == nil {
 		return nil
 	}
-	recs := p.shelf.pop()
-	clear(recs)
-	return recs
+	return p.shelf.pop()
 }
 
 // keep offers the records of l, the lines of the tick in progress, to the pool, for reuse
@@ -108,15 +106,17 @@ type recycled struct {
 	recs  []lineRec
 }
 
-// recycle runs on the runtime's cleanup goroutine: it puts the records on their shelf, or
-// leaves them to the collector if the shelf is full.
+// recycle runs on the runtime's cleanup goroutine: it zeroes the records and puts them on
+// their shelf (off the tick, which takes them as they are), or leaves them to the
+// collector if the shelf is full.
 func recycle(r recycled) {
 	s := r.shelf
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if len(s.recs) < s.max {
+		clear(r.recs)
 		s.recs = append(s.recs, r.recs)
 	}
-	s.mu.Unlock()
 }
 
 // pop takes the records put back last (the most likely to be in the cache), or nil.

@@ -2,6 +2,7 @@ package faultsummary
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -41,6 +42,7 @@ type History struct {
 	changed chan struct{} // guarded by mu; closed and replaced on every Append
 
 	roster *roster // the roster of the last compaction; used by Append only (one writer)
+	kept   []int32 // the positions the last compaction kept; used by Append only
 }
 
 // NewHistory returns a history that keeps the last n summaries (n < 1 means 1).
@@ -138,23 +140,20 @@ func (h *History) compact(s *Summary) *Summary {
 	c.Compacted = true
 	c.lines, c.src, c.mat = nil, nil, nil
 	p := &packing{roster: r}
-	// Counted first, so that the kept lines are copied once into a slice of their size
-	// (appending doubled a slice of 240-byte lines, a failure storm of a large cycle
-	// copying its lines about twice over).
-	k := 0
+	// One pass finds the kept lines (those of a summary 64 ticks old are out of the cache);
+	// they are then copied once into a slice of their size (appending doubled a slice of
+	// 240-byte lines, a failure storm of a large cycle copying its lines about twice over).
+	kept := h.kept[:0]
 	for i := range n {
 		if !s.PlainAt(i) {
-			k++
+			kept = append(kept, int32(i))
 		}
 	}
-	if k > 0 {
-		c.lines, p.idx = make([]Module, 0, k), make([]int32, 0, k)
-		for i := 0; i < n && len(p.idx) < k; i++ {
-			if !s.PlainAt(i) {
-				c.lines = c.lines[:len(c.lines)+1]
-				s.ModuleInto(i, &c.lines[len(c.lines)-1]) // ModuleAt would build each line on the heap first
-				p.idx = append(p.idx, int32(i))
-			}
+	h.kept = kept
+	if len(kept) > 0 {
+		c.lines, p.idx = make([]Module, len(kept)), slices.Clone(kept)
+		for j, i := range kept {
+			s.ModuleInto(int(i), &c.lines[j]) // ModuleAt would build each line on the heap first
 		}
 	}
 	c.packed = p

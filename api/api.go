@@ -19,8 +19,18 @@
 // malformed input, 401 missing or wrong credentials, 403 admin disabled or cross-origin
 // browser request, 404, 405, 409 conflict with the engine's state, 413 body over
 // Options.MaxBodyBytes, 415 a body that is not application/json, 422 invalid
-// configuration or module, 500, 501 a route whose callback is not configured, 503 no tick
-// yet / engine closed / watchdog. Callbacks may return an *HTTPError to choose the answer.
+// configuration or module, 429 a read request over Options.ReadLimiter's limit (with
+// Retry-After), 500, 501 a route whose callback is not configured, 503 no tick yet /
+// engine closed / watchdog. Callbacks may return an *HTTPError to choose the answer.
+//
+// # Pacing readers
+//
+// With Options.ReadLimiter set, the read routes are served at most at its rate across all
+// clients: a request past the burst waits for its turn (so a client polling in a tight
+// loop is slowed to its share, and cannot take the CPUs the tick needs), or is answered
+// 429 if its turn is further away than the limit's MaxWait. Probes, /metrics, the SSE
+// stream, long-polls answered with the newer tick they waited for, and admin routes are
+// not paced. See ReadLimit.
 //
 // # Admin authentication
 //
@@ -122,6 +132,8 @@ type Options struct {
 	MaxBodyBytes int64
 	// Version is reported by /healthz.
 	Version string
+	// ReadLimiter paces the read routes (see ReadLimit). Nil: no limit.
+	ReadLimiter *ReadLimiter
 
 	pingInterval time.Duration // tests: overrides PingInterval
 }
@@ -186,23 +198,28 @@ func New(opts Options) http.Handler {
 	r := chi.NewRouter()
 	s.mux = r
 	r.Use(s.recoverer, s.limitBody, middleware.GetHead)
-	r.NotFound(s.notFound)
-	r.MethodNotAllowed(s.methodNotAllowed)
+	r.NotFound(s.paced(http.HandlerFunc(s.notFound)).ServeHTTP)
+	r.MethodNotAllowed(s.paced(http.HandlerFunc(s.methodNotAllowed)).ServeHTTP)
 
+	// Not paced (see ReadLimit): probes, the stream, and /ticks/latest, which paces
+	// itself unless it answers a long-poll with the newer tick it waited for.
 	r.Get("/ticks/latest", s.getLatest)
 	r.Get("/ticks/stream", s.getStream)
-	r.Get("/ticks", s.listTicks)
-	r.Get("/ticks/{id}", s.getTick)
-	r.Get("/modules", s.listModules)
-	r.Get("/modules/{name}", s.getModule)
-	r.Get("/breakers", s.listBreakers)
-	r.Get("/blackboard", s.getBlackboard)
-	r.Get("/blackboard/*", s.getBlackboardKey)
-	r.Get("/emergency", s.getEmergency)
-	r.Get("/config", s.getConfig)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Get("/metrics", s.getMetrics)
+	r.Group(func(r chi.Router) {
+		r.Use(s.paced)
+		r.Get("/ticks", s.listTicks)
+		r.Get("/ticks/{id}", s.getTick)
+		r.Get("/modules", s.listModules)
+		r.Get("/modules/{name}", s.getModule)
+		r.Get("/breakers", s.listBreakers)
+		r.Get("/blackboard", s.getBlackboard)
+		r.Get("/blackboard/*", s.getBlackboardKey)
+		r.Get("/emergency", s.getEmergency)
+		r.Get("/config", s.getConfig)
+	})
 
 	r.Group(func(r chi.Router) {
 		r.Use(s.admin, s.requireJSON)

@@ -111,6 +111,7 @@ func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
 	}
 	hist := s.e.History()
 	latest := hist.Latest()
+	waited := false // answered with a newer tick after waiting for it: not paced
 	if wait > 0 {
 		var after uint64
 		switch v := q.Get("after"); {
@@ -146,9 +147,13 @@ func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
 				return // the client left
 			}
 			latest = hist.Latest()
+			waited = latest != nil && latest.TickID > after
 		}
 	} else if q.Get("after") != "" {
 		writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: "after needs wait", Field: "after"})
+		return
+	}
+	if !waited && s.opts.ReadLimiter != nil && !s.opts.ReadLimiter.admit(w, r) {
 		return
 	}
 	if latest == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"reflect"
 	"slices"
@@ -128,6 +129,15 @@ func (c *Config) check() tiers.Problems {
 		add("http.addr", "want host:port, e.g. 127.0.0.1:8080 (%v)", err)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		add("http.addr", "invalid port %q", port)
+	}
+	if rl := c.HTTP.ReadLimit; !(rl.Rate >= 0 && !math.IsInf(rl.Rate, 0)) {
+		add("http.read_limit.rate", "must be a number of requests a second >= 0 (0: no limit)")
+	}
+	if c.HTTP.ReadLimit.Burst < 0 {
+		add("http.read_limit.burst", "must be >= 0")
+	}
+	if c.HTTP.ReadLimit.MaxWait < 0 {
+		add("http.read_limit.max_wait", "must be >= 0")
 	}
 	if c.HTTP.AdminTokenFile != "" && c.HTTP.AdminToken != "" && !c.tokenFromFile {
 		add("http.admin_token_file", "set either admin_token or admin_token_file, not both")

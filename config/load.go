@@ -48,6 +48,7 @@ var envKeys = []string{
 	"emergency.skip_tiers", "emergency.latch", "emergency.recover_after",
 	"lastgood.default_ttl",
 	"http.addr", "http.admin_token", "http.admin_token_file",
+	"http.read_limit.rate", "http.read_limit.burst", "http.read_limit.max_wait",
 	"log.level", "log.format",
 	"state_dir",
 }

@@ -78,6 +78,9 @@ func TestLoadDefaults(t *testing.T) {
 	if c.Backoff != (config.BackoffConfig{Base: 10 * time.Millisecond, Factor: 2, Max: 100 * time.Millisecond, Jitter: 0.2}) {
 		t.Fatalf("backoff %+v", c.Backoff)
 	}
+	if c.HTTP.ReadLimit != (config.ReadLimitConfig{Rate: config.DefaultReadRate, Burst: 20, MaxWait: time.Second}) {
+		t.Fatalf("http.read_limit %+v", c.HTTP.ReadLimit)
+	}
 	want := []struct {
 		name     string
 		budget   time.Duration
@@ -167,6 +170,8 @@ func TestLoadEnvironmentAndFlags(t *testing.T) {
 	t.Setenv("CYCLED_EMERGENCY_SKIP_TIERS", "planning, execution")
 	t.Setenv("CYCLED_STATE_DIR", "/var/lib/cycled")
 	t.Setenv("CYCLED_CYCLE_REALTIME_PRIORITY", "10")
+	t.Setenv("CYCLED_HTTP_READ_LIMIT_RATE", "0")
+	t.Setenv("CYCLED_HTTP_READ_LIMIT_MAX_WAIT", "250ms")
 	path := writeFile(t, "c.yaml", minimal+"log: {level: warn, format: json}\n")
 	t.Setenv("CYCLED_CONFIG", path)
 
@@ -176,7 +181,8 @@ func TestLoadEnvironmentAndFlags(t *testing.T) {
 	}
 	if c.Source() != path || c.HTTP.Addr != "0.0.0.0:9090" || c.Cycle.Period != 250*time.Millisecond ||
 		c.Log.Level != "debug" || c.Log.Format != "json" || c.HTTP.AdminToken != "s3cret" || c.StateDir != "/var/lib/cycled" || c.Cycle.RealtimePriority != 10 ||
-		!slices.Equal(c.Emergency.SkipTiers, []string{"planning", "execution"}) {
+		!slices.Equal(c.Emergency.SkipTiers, []string{"planning", "execution"}) ||
+		c.HTTP.ReadLimit != (config.ReadLimitConfig{Rate: 0, Burst: 20, MaxWait: 250 * time.Millisecond}) {
 		t.Fatalf("environment not applied: %+v", c)
 	}
 
@@ -282,6 +288,9 @@ modules:
 			[]string{"modules[0].builtin.fail_ticks[0]", "modules[0].builtin.fail_ticks[1]"}, "want a list of 2 items"},
 		{"not a number", "backoff: {factor: .nan}\n", []string{"backoff.factor"}, "finite"},
 		{"http and log", "http: {addr: nowhere}\nlog: {level: loud, format: xml}\n", []string{"http.addr", "log.level", "log.format"}, ""},
+		{"read limit", "http: {read_limit: {rate: -1, burst: -1, max_wait: -1s}}\n",
+			[]string{"http.read_limit.rate", "http.read_limit.burst", "http.read_limit.max_wait"}, ""},
+		{"read limit rate not a number", "http: {read_limit: {rate: .inf}}\n", []string{"http.read_limit.rate"}, ""},
 		{"engine problems keep their paths", `
 modules:
   - {name: a, tier: nowhere}

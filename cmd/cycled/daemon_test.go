@@ -348,3 +348,50 @@ func TestDaemonInvalidConfigExits1(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonReadLimit checks that http.read_limit paces the read routes, spares probes and
+// admin routes, and follows a reload.
+func TestDaemonReadLimit(t *testing.T) {
+	limited := strings.Replace(stepConfig, "http: {addr: 127.0.0.1:0}",
+		"http: {addr: 127.0.0.1:0, read_limit: {rate: 0.01, burst: 2, max_wait: 10ms}}", 1)
+	cfgPath := write(t, "cycled.yaml", limited+"state_dir: "+t.TempDir()+"\n")
+	d := start(t, nil, "--config", cfgPath)
+
+	for i := range 2 {
+		if st := d.do("GET", "/modules", "", nil); st != http.StatusOK {
+			t.Fatalf("GET /modules %d within the burst = %d", i, st)
+		}
+	}
+	resp, err := http.Get(d.base + "/breakers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if st := decodeInto(t, resp, &e); st != http.StatusTooManyRequests || e.Error.Code != "rate_limited" || resp.Header.Get("Retry-After") != "100" {
+		t.Fatalf("over the limit: %d %+v Retry-After %q, want 429 rate_limited 100", st, e, resp.Header.Get("Retry-After"))
+	}
+	// Probes and admin routes are not paced.
+	for _, r := range []struct{ method, path string }{{"GET", "/healthz"}, {"GET", "/readyz"}, {"POST", "/ticks"}, {"GET", "/metrics"}} {
+		if st := d.do(r.method, r.path, "", nil); st != http.StatusOK {
+			t.Errorf("%s %s = %d", r.method, r.path, st)
+		}
+	}
+
+	// A reload lifts the limit.
+	if err := os.WriteFile(cfgPath, []byte(stepConfig+"state_dir: "+t.TempDir()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if st := d.do("POST", "/config/reload", "", nil); st != http.StatusOK {
+		t.Fatalf("reload = %d\n%s", st, d.stderr())
+	}
+	for i := range 50 {
+		if st := d.do("GET", "/modules", "", nil); st != http.StatusOK {
+			t.Fatalf("GET /modules %d after the reload = %d", i, st)
+		}
+	}
+	if code, _ := d.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}

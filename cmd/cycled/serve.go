@@ -99,13 +99,19 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	defer engine.Close()
 	mc.Attach(engine)
 
+	readLimiter := api.NewReadLimiter(readLimit(cfg.HTTP.ReadLimit))
 	var reloader *config.Reloader
 	reloader = config.NewReloader(cfg, regs, engine, config.WithLoadOptions(loadOpts...),
 		config.OnReload(func(res config.ReloadResult) {
 			logReload(log, res)
-			if l, err := zapcore.ParseLevel(reloader.Current().Log.Level); res.OK && err == nil {
+			if !res.OK {
+				return
+			}
+			cur := reloader.Current()
+			if l, err := zapcore.ParseLevel(cur.Log.Level); err == nil {
 				level.SetLevel(l) // the level follows reloads; the format needs a restart
 			}
+			readLimiter.Set(readLimit(cur.HTTP.ReadLimit))
 		}))
 
 	store, err := openStore(cfg.StateDir)
@@ -142,7 +148,8 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 				log.Error("runtime deregistration not persisted", zap.String("module", name), zap.Error(err))
 			}
 		},
-		Version: versionString(),
+		Version:     versionString(),
+		ReadLimiter: readLimiter,
 	})
 
 	baseCtx, cancelBase := context.WithCancel(context.Background())
@@ -224,4 +231,9 @@ loop:
 	engine.Close()
 	log.Info("stopped", zap.Int("exit_code", code))
 	return code
+}
+
+// readLimit is the API's pacing of read requests as configured.
+func readLimit(c config.ReadLimitConfig) api.ReadLimit {
+	return api.ReadLimit{Rate: c.Rate, Burst: c.Burst, MaxWait: c.MaxWait}
 }

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Defaults of a ReadLimit's zero fields.
+const (
+	// DefaultReadWait is the longest a paced request waits for its turn when
+	// ReadLimit.MaxWait is zero.
+	DefaultReadWait = time.Second
+)
+
+// ReadLimit paces the read routes: at most Rate requests a second are served, across all
+// clients, after a burst of Burst. A request beyond that waits for its turn (the client's
+// next request then comes later: a client polling in a tight loop is slowed down to its
+// share); one that would wait longer than MaxWait is answered 429 with Retry-After.
+//
+// Why a daemon limits its own readers: on a small machine, clients polling in a tight loop
+// take the CPUs the tick needs, and Go has no goroutine priorities to keep the scheduler
+// ahead of the handlers. Served summaries change once a tick, so pacing pollers loses
+// them nothing a long-poll (?wait=) or the SSE stream would not give them cheaper.
+//
+// Not paced: /healthz, /readyz and /metrics (probes must not queue behind pollers), the
+// SSE stream (one request a subscriber), a long-poll answered with a newer tick it waited
+// for (at most one answer a tick a connection), and the admin routes.
+type ReadLimit struct {
+	// Rate is the sustained number of paced requests served a second. Zero: no limit.
+	Rate float64
+	// Burst is the number of paced requests served at once above the rate, after a quiet
+	// spell. Zero: max(1, Rate/50).
+	Burst int
+	// MaxWait is the longest a request waits for its turn. Zero: DefaultReadWait.
+	MaxWait time.Duration
+}
+
+// withDefaults returns l with its zero fields filled.
+func (l ReadLimit) withDefaults() ReadLimit {
+	if l.Burst <= 0 {
+		l.Burst = max(1, int(l.Rate/50))
+	}
+	if l.MaxWait <= 0 {
+		l.MaxWait = DefaultReadWait
+	}
+	return l
+}
+
+// ReadLimiter paces the read routes of the servers it is given to (Options.ReadLimiter).
+// Its limit can be changed while they serve, e.g. on a configuration reload. Its methods
+// are safe for concurrent use.
+type ReadLimiter struct {
+	mu      sync.Mutex
+	lim     *rate.Limiter // guarded by mu; nil: no limit
+	maxWait time.Duration // guarded by mu
+	limit   ReadLimit     // guarded by mu: as set, without defaults
+}
+
+// NewReadLimiter returns a ReadLimiter that enforces l.
+func NewReadLimiter(l ReadLimit) *ReadLimiter {
+	rl := &ReadLimiter{}
+	rl.Set(l)
+	return rl
+}
+
+// Set replaces the limit. Requests waiting for their turn keep the turn they were given.
+func (rl *ReadLimiter) Set(l ReadLimit) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.limit = l
+	if l.Rate <= 0 {
+		rl.lim = nil
+		return
+	}
+	d := l.withDefaults()
+	rl.maxWait = d.MaxWait
+	if rl.lim == nil {
+		rl.lim = rate.NewLimiter(rate.Limit(d.Rate), d.Burst)
+		return
+	}
+	now := time.Now()
+	rl.lim.SetLimitAt(now, rate.Limit(d.Rate))
+	rl.lim.SetBurstAt(now, d.Burst)
+}
+
+// Limit returns the limit as last set.
+func (rl *ReadLimiter) Limit() ReadLimit {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return rl.limit
+}
+
+// reserve takes a turn at now: how long to wait for it, or ok false with the wait it would
+// have taken (the turn is given back).
+func (rl *ReadLimiter) reserve(now time.Time) (wait time.Duration, cancel func(), ok bool) {
+	rl.mu.Lock()
+	lim, maxWait := rl.lim, rl.maxWait
+	rl.mu.Unlock()
+	if lim == nil {
+		return 0, func() {}, true
+	}
+	r := lim.ReserveN(now, 1)
+	if !r.OK() {
+		return 0, func() {}, false // cannot happen with Burst >= 1
+	}
+	wait = r.DelayFrom(now)
+	if wait > maxWait {
+		r.CancelAt(now)
+		return wait, func() {}, false
+	}
+	return wait, func() { r.CancelAt(time.Now()) }, true
+}
+
+// admit waits for the request's turn and reports whether to serve it. When it returns
+// false it has answered (429) or the client has left.
+func (rl *ReadLimiter) admit(w http.ResponseWriter, r *http.Request) bool {
+	wait, cancel, ok := rl.reserve(time.Now())
+	if !ok {
+		secs := max(1, int(math.Ceil(wait.Seconds())))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeError(w, http.StatusTooManyRequests, apiError{Code: "rate_limited",
+			Message: "too many read requests: retry later, or long-poll with ?wait= or subscribe to /ticks/stream"})
+		return false
+	}
+	if wait <= 0 {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		cancel() // the turn goes to the next client
+		return false
+	}
+}
+
+// paced is the middleware of the paced routes.
+func (s *server) paced(next http.Handler) http.Handler {
+	if s.opts.ReadLimiter == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.ReadLimiter.admit(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}

@@ -1,10 +1,13 @@
 package api
 
 import (
+	"context"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -28,8 +31,11 @@ const (
 // them nothing a long-poll (?wait=) or the SSE stream would not give them cheaper.
 //
 // Not paced: /healthz, /readyz and /metrics (probes must not queue behind pollers), the
-// SSE stream (one request a subscriber), a long-poll answered with a newer tick it waited
-// for (at most one answer a tick a connection), and the admin routes.
+// SSE stream (one request a subscriber), the admin routes, and a long-poll (?wait=)
+// answered with a tick newer than any answered on its connection — at most one a tick a
+// connection, so a client that follows every tick is never paced, even one that falls a
+// tick behind. The connection is known when the server's ConnContext calls ConnContext;
+// without it, only a long-poll that waited for the newer tick it is answered is spared.
 type ReadLimit struct {
 	// Rate is the sustained number of paced requests served a second. Zero: no limit.
 	Rate float64
@@ -151,4 +157,37 @@ func (s *server) paced(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// connState is what the API keeps per connection.
+type connState struct {
+	lastLongPoll atomic.Uint64 // the newest tick answered to a long-poll on the connection
+}
+
+type connStateKey struct{}
+
+// ConnContext returns ctx with the state the API keeps for the connection c: the newest
+// tick answered to a long-poll on it, so that a client following every tick is not paced
+// (see ReadLimit). Use it as http.Server.ConnContext, or call it from yours.
+func ConnContext(ctx context.Context, _ net.Conn) context.Context {
+	return context.WithValue(ctx, connStateKey{}, &connState{})
+}
+
+// newForConn reports whether tick id is newer than every tick answered to a long-poll on
+// r's connection, and records it; without the connection's state (no ConnContext), it
+// reports waited.
+func newForConn(r *http.Request, id uint64, waited bool) bool {
+	cs, ok := r.Context().Value(connStateKey{}).(*connState)
+	if !ok {
+		return waited
+	}
+	for {
+		last := cs.lastLongPoll.Load()
+		if id <= last {
+			return false
+		}
+		if cs.lastLongPoll.CompareAndSwap(last, id) {
+			return true
+		}
+	}
 }

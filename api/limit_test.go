@@ -160,6 +160,58 @@ func TestReadLimitExemptions(t *testing.T) {
 	})
 }
 
+// TestReadLimitLongPollPerConnection: with the connection known (ConnContext), a long-poll
+// is spared once per tick per connection, also when it fell behind and its tick was there
+// already; asking again for a tick the connection was given is paced.
+func TestReadLimitLongPollPerConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newPaceRig(t, api.NewReadLimiter(api.ReadLimit{Rate: 1, Burst: 1, MaxWait: 10 * time.Second}))
+		p.tick()
+		p.get(context.Background(), "/emergency") // takes the burst
+		p.tick()
+		latest := p.tick() // the client below saw tick 1: two behind
+		conn := api.ConnContext(context.Background(), nil)
+		behind := fmt.Sprintf("/ticks/latest?wait=5s&after=%d", latest-2)
+		w, took := p.get(conn, behind)
+		if w.Code != http.StatusOK || took != 0 {
+			t.Fatalf("long-poll behind by two ticks: %d after %v, want 200 at once", w.Code, took)
+		}
+		if got := decodeSummaryID(t, w); got != latest {
+			t.Fatalf("answered tick %d, want %d", got, latest)
+		}
+		// The same tick again on this connection is paced, as the request of a client
+		// whose connection is not known.
+		for _, ctx := range []context.Context{conn, context.Background()} {
+			if w, took := p.get(ctx, behind); w.Code != http.StatusOK || !near(took, time.Second) {
+				t.Fatalf("long-poll answered a tick already given: %d after %v, want 200 after 1s", w.Code, took)
+			}
+		}
+		// The next tick, waited for, is not.
+		answered := make(chan time.Time, 1)
+		go func() {
+			p.get(conn, fmt.Sprintf("/ticks/latest?wait=5s&after=%d", latest))
+			answered <- time.Now()
+		}()
+		synctest.Wait()
+		tickAt := time.Now()
+		p.tick()
+		if took := (<-answered).Sub(tickAt); took != 0 {
+			t.Errorf("long-poll answered %v after the tick, want at once", took)
+		}
+	})
+}
+
+func decodeSummaryID(t *testing.T, w *httptest.ResponseRecorder) uint64 {
+	t.Helper()
+	var s struct {
+		TickID uint64 `json:"tick_id"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &s); err != nil {
+		t.Fatalf("summary: %v: %s", err, w.Body)
+	}
+	return s.TickID
+}
+
 func TestReadLimitClientLeavingGivesItsTurnBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newPaceRig(t, api.NewReadLimiter(api.ReadLimit{Rate: 1, Burst: 1, MaxWait: 10 * time.Second}))

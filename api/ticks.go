@@ -111,8 +111,9 @@ func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
 	}
 	hist := s.e.History()
 	latest := hist.Latest()
-	waited := false // answered with a newer tick after waiting for it: not paced
+	paced := true
 	if wait > 0 {
+		waitedFor := false
 		var after uint64
 		switch v := q.Get("after"); {
 		case v != "":
@@ -147,13 +148,16 @@ func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
 				return // the client left
 			}
 			latest = hist.Latest()
-			waited = latest != nil && latest.TickID > after
+			waitedFor = true
 		}
+		// A long-poll answered with a tick newer than any answered on its connection is
+		// not paced (see ReadLimit).
+		paced = latest == nil || latest.TickID <= after || !newForConn(r, latest.TickID, waitedFor)
 	} else if q.Get("after") != "" {
 		writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: "after needs wait", Field: "after"})
 		return
 	}
-	if !waited && s.opts.ReadLimiter != nil && !s.opts.ReadLimiter.admit(w, r) {
+	if paced && s.opts.ReadLimiter != nil && !s.opts.ReadLimiter.admit(w, r) {
 		return
 	}
 	if latest == nil {

@@ -206,8 +206,8 @@ type HTTPConfig struct {
 // ReadLimitConfig is http.read_limit.
 type ReadLimitConfig struct {
 	// Rate is the number of read requests served a second across all clients (default
-	// 1000; 0: no limit). Probes, /metrics, the SSE stream and long-polls answered with a
-	// new tick are not counted.
+	// 1000; 0: no limit). Probes, /metrics, the SSE stream, admin routes and long-polls
+	// answered with a tick new to their connection are not counted.
 	Rate float64 `yaml:"rate"`
 	// Burst is how many read requests may be served at once above the rate (default 20).
 	Burst int `yaml:"burst"`

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cycled/cycled/api"
 )
 
 // inflight tracks the server's connections and the requests being served, so that a
@@ -27,9 +29,10 @@ type connInfo struct {
 
 type connKey struct{}
 
-// connContext is the server's ConnContext: it puts the connection in the request context.
+// connContext is the server's ConnContext: it puts the connection in the request context,
+// with the API's state for it (api.ConnContext).
 func (f *inflight) connContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, c)
+	return api.ConnContext(context.WithValue(ctx, connKey{}, c), c)
 }
 
 // connState is the server's ConnState hook.

@@ -10,20 +10,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cycled/cycled/bench/stats"
-	"github.com/cycled/cycled/internal/rtsched"
 )
 
 // httpResult is one HTTP-load run against the daemon.
 type httpResult struct {
 	Timing     string        `json:"timing"`
-	Realtime   int           `json:"realtime_priority,omitempty"` // the daemon's cycle.realtime_priority (0: normal policy)
+	Unlimited  bool          `json:"unlimited_reads,omitempty"` // the daemon ran with http.read_limit.rate 0
 	Rep        int           `json:"rep"`
 	IdleLag    stats.Summary `json:"idle_lag_us"`
 	IdleMissed int           `json:"idle_missed"`
@@ -124,11 +122,16 @@ func childLoad(url string, conns int, dur time.Duration, longPoll bool) {
 }
 
 // daemonConfig is the daemon's configuration: 100 Hz, history 1000, the five seed tiers
-// with 10 trivial builtin modules each, at real-time priority rt (0: the normal policy).
-func daemonConfig(addr, timing string, rt int, stateDir string) string {
+// with 10 trivial builtin modules each, m's timing, and the default read limit unless m
+// lifts it.
+func daemonConfig(addr string, m httpMode, stateDir string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "cycle: {period: 10ms, overrun: skip, history: 1000, timing: %s, realtime_priority: %d}\n", timing, rt)
-	fmt.Fprintf(&b, "http: {addr: %q}\nlog: {level: warn, format: json}\nstate_dir: %q\n", addr, stateDir)
+	fmt.Fprintf(&b, "cycle: {period: 10ms, overrun: skip, history: 1000, timing: %s}\n", m.timing)
+	limit := ""
+	if m.unlimited {
+		limit = ", read_limit: {rate: 0}"
+	}
+	fmt.Fprintf(&b, "http: {addr: %q%s}\nlog: {level: warn, format: json}\nstate_dir: %q\n", addr, limit, stateDir)
 	b.WriteString("tiers:\n")
 	tiers := []string{"safety", "knowledge", "perception", "planning", "execution"}
 	for _, t := range tiers {
@@ -198,15 +201,12 @@ func runHTTP(o *opts) []httpResult {
 	}
 	defer os.RemoveAll(dir)
 	modes := httpModes
-	if !rtPermitted() {
-		modes = slices.DeleteFunc(slices.Clone(modes), func(m httpMode) bool { return m.rt != 0 })
-	}
 	var out []httpResult
 	for rep := 1; rep <= o.reps; rep++ {
 		// The order of the daemon runs rotates from one repetition to the next.
 		for k := range modes {
 			m := modes[(k+rep-1)%len(modes)]
-			r := httpRun(o, dir, m.timing, m.rt, phase, warm)
+			r := httpRun(o, dir, m, phase, warm)
 			r.Rep = rep
 			logf("http rep %d %-13s: start lag p99 idle %7.1f µs (missed %d); load %6.0f req/s p99 %7.0f µs: lag p99 %7.1f µs (missed %d); niced load %6.0f req/s p99 %7.0f µs: lag p99 %7.1f µs (missed %d)",
 				rep, m.label(), r.IdleLag.P99, r.IdleMissed, r.Load.RPS, r.Load.Latency.P99, r.Load.Lag.P99, r.Load.Missed,
@@ -218,56 +218,30 @@ func runHTTP(o *opts) []httpResult {
 	return out
 }
 
-// rtPermitted reports whether a daemon started by this process may run at httpRealtime,
-// by trying in a child process (-child rtprobe): capabilities and RLIMIT_RTPRIO are not the
-// whole answer (a container's cgroup may have no real-time runtime).
-func rtPermitted() bool {
-	exe, err := os.Executable()
-	if err != nil {
-		fatalf("%v", err)
-	}
-	out, err := exec.Command(exe, "-child", "rtprobe").CombinedOutput()
-	if err != nil {
-		logf("http: real-time priority %d is not permitted here (%s): measured at the normal policy only", httpRealtime, strings.TrimSpace(string(out)))
-		return false
-	}
-	return true
-}
-
-// childRTProbe puts this process under SCHED_FIFO at httpRealtime, or exits 1 saying why not.
-func childRTProbe() {
-	if _, err := rtsched.Apply(httpRealtime); err != nil {
-		fatalf("%v", err)
-	}
-}
-
-// httpRealtime is the daemon's cycle.realtime_priority in the real-time runs.
-const httpRealtime = 10
-
-// httpMode is how the daemon runs in one HTTP measurement: its timing and its real-time
-// priority (0: the normal policy).
+// httpMode is how the daemon runs in one HTTP measurement: its timing, and whether its
+// read requests are paced at its default http.read_limit or not at all (rate 0).
 type httpMode struct {
-	timing string
-	rt     int
+	timing    string
+	unlimited bool
 }
 
 func (m httpMode) label() string {
-	if m.rt == 0 {
-		return m.timing
+	if m.unlimited {
+		return m.timing + ", read_limit.rate 0"
 	}
-	return fmt.Sprintf("%s, FIFO %d", m.timing, m.rt)
+	return m.timing
 }
 
-// httpModes are the daemon's modes measured: both timings at the normal policy, and at
-// real-time priority where this process may give it (see rtPermitted).
-var httpModes = []httpMode{{"coarse", 0}, {"precise", 0}, {"coarse", httpRealtime}, {"precise", httpRealtime}}
+// httpModes are the daemon's modes measured: both timings with the default configuration
+// (the targets), and both with the read limit lifted (what the limit buys).
+var httpModes = []httpMode{{"coarse", false}, {"precise", false}, {"coarse", true}, {"precise", true}}
 
-func httpRun(o *opts, dir, timing string, rt int, phase, warm time.Duration) httpResult {
+func httpRun(o *opts, dir string, m httpMode, phase, warm time.Duration) httpResult {
 	addr := freeAddr()
-	name := fmt.Sprintf("%s-%d", timing, rt)
+	name := fmt.Sprintf("%s-%t", m.timing, m.unlimited)
 	cfgPath := filepath.Join(dir, "cycled-"+name+".yaml")
 	stateDir := filepath.Join(dir, "state-"+name)
-	if err := os.WriteFile(cfgPath, []byte(daemonConfig(addr, timing, rt, stateDir)), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(daemonConfig(addr, m, stateDir)), 0o644); err != nil {
 		fatalf("%v", err)
 	}
 	cmd := exec.Command(o.daemon, "run", "--config", cfgPath)
@@ -308,7 +282,7 @@ func httpRun(o *opts, dir, timing string, rt int, phase, warm time.Duration) htt
 	}
 	time.Sleep(warm)
 
-	r := httpResult{Timing: timing, Realtime: rt}
+	r := httpResult{Timing: m.timing, Unlimited: m.unlimited}
 	idleA := time.Now()
 	time.Sleep(phase)
 	idleB := time.Now()

@@ -308,7 +308,7 @@ func aggHTTP(all []httpResult, m httpMode, client int) (httpAgg, bool) {
 	var a httpAgg
 	var rps, p50, p99, body, idle, load, dUs, dPct []float64
 	for _, r := range all {
-		if r.Timing != m.timing || r.Realtime != m.rt {
+		if r.Timing != m.timing || r.Unlimited != m.unlimited {
 			continue
 		}
 		ph := [...]loadPhase{r.Load, r.Niced, r.LongPoll}[client]
@@ -334,9 +334,9 @@ func renderHTTP(r *results) string {
 		"first at normal priority (it competes with the daemon for the same 2 cores), then under `nice -n 19` (it yields the cores to the daemon, as a client on another "+
 		"machine would; the daemon still serves every request); then 64 clients long-poll for every tick (`?wait=5s&after=ID`, the polling the API is designed for). "+
 		"The idle phase is the 3 s before. Start lags are read afterwards from `GET /ticks?limit=1000` "+
-		"(`start_lag_ms` of the ticks started in each phase). Each timing runs twice: at the normal scheduling policy, and with `cycle.realtime_priority: %d` "+
-		"(every thread of the daemon under SCHED_FIFO; the load generator stays at the normal policy) where the harness may give it (CAP_SYS_NICE or RLIMIT_RTPRIO). "+
-		"Medians over %d repetitions; the change is the median of the per-repetition changes.\n\n", httpRealtime, r.Reps)
+		"(`start_lag_ms` of the ticks started in each phase). Each timing runs twice, at the normal scheduling policy: with the daemon's default configuration, "+
+		"whose `http.read_limit` paces read requests (the targets), and with `http.read_limit.rate: 0` (no pacing: what the limit buys). "+
+		"Medians over %d repetitions; the change is the median of the per-repetition changes.\n\n", r.Reps)
 	b.WriteString("| timing | client | req/s | latency p50 µs | latency p99 µs | body B | start lag p99 idle µs | under load µs | change µs | change % | missed grid points (all reps) | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range httpModes {
 		for client := range clientNames {
@@ -430,6 +430,9 @@ func renderTargets(r *results) string {
 		}
 	}
 	for _, m := range httpModes {
+		if m.unlimited {
+			continue // not the daemon's configuration: shown in the HTTP table only
+		}
 		for client := range clientNames {
 			a, ok := aggHTTP(r.HTTP, m, client)
 			if !ok || a.rps == 0 {

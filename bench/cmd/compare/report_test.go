@@ -48,3 +48,45 @@ func TestPeriodTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPTargets: the HTTP targets are judged on the daemon's default configuration; the
+// runs with the read limit lifted appear in the HTTP table but not among the targets.
+func TestHTTPTargets(t *testing.T) {
+	phase := func(p99 float64) loadPhase {
+		return loadPhase{Lag: stats.Summary{P99: p99}, RPS: 1000, Requests: 3000}
+	}
+	run := func(timing string, unlimited bool, rep int, idle, load float64) httpResult {
+		return httpResult{Timing: timing, Unlimited: unlimited, Rep: rep, IdleLag: stats.Summary{P99: idle},
+			Load: phase(load), Niced: phase(load), LongPoll: phase(idle)}
+	}
+	var r results
+	for rep := 1; rep <= 3; rep++ {
+		r.HTTP = append(r.HTTP,
+			run("coarse", false, rep, 150, 200+float64(rep)), // +51..+53 µs: within 100 µs
+			run("precise", false, rep, 8, 120),               // +112 µs: over
+			run("coarse", true, rep, 150, 5000),
+			run("precise", true, rep, 8, 4000))
+	}
+	targets := renderTargets(&r)
+	for target, want := range map[string]string{
+		"(coarse, 64 tight-loop, normal priority)":  "**met**",
+		"(precise, 64 tight-loop, normal priority)": "**missed**",
+		"(coarse, 64 long-polling)":                 "**met**",
+	} {
+		var line string
+		for l := range strings.SplitSeq(targets, "\n") {
+			if strings.Contains(l, target) {
+				line = l
+			}
+		}
+		if !strings.HasSuffix(line, want+" |") {
+			t.Errorf("%s: row %q, want %s", target, line, want)
+		}
+	}
+	if strings.Contains(targets, "read_limit") {
+		t.Errorf("runs without the read limit judged as targets:\n%s", targets)
+	}
+	if table := renderHTTP(&r); strings.Count(table, "read_limit.rate 0 |") != 6 {
+		t.Errorf("HTTP table lacks the six rows of the runs without the read limit:\n%s", table)
+	}
+}

@@ -26,15 +26,21 @@ import (
 // with a fixed count of ticks, e.g.
 //
 //	go test -run '^$' -bench StartLag -benchtime 500x ./api/
+//
+// The cases without "paced" serve without a ReadLimiter (as http.read_limit.rate 0 does);
+// "paced" uses the daemon's default limit (1000 requests a second, burst 20).
 func BenchmarkStartLagUnderHTTPLoad(b *testing.B) {
-	b.Run("idle", func(b *testing.B) { benchStartLag(b, false, false) })
-	b.Run("64longpollers+16sse", func(b *testing.B) { benchStartLag(b, true, true) })
-	b.Run("64tightpollers+16sse", func(b *testing.B) { benchStartLag(b, true, false) })
+	paced := func() *api.ReadLimiter { return api.NewReadLimiter(api.ReadLimit{Rate: 1000, Burst: 20}) }
+	b.Run("idle", func(b *testing.B) { benchStartLag(b, false, false, nil) })
+	b.Run("64longpollers+16sse", func(b *testing.B) { benchStartLag(b, true, true, nil) })
+	b.Run("64tightpollers+16sse", func(b *testing.B) { benchStartLag(b, true, false, nil) })
+	b.Run("64longpollers+16sse/paced", func(b *testing.B) { benchStartLag(b, true, true, paced()) })
+	b.Run("64tightpollers+16sse/paced", func(b *testing.B) { benchStartLag(b, true, false, paced()) })
 }
 
 // benchStartLag measures; longPoll makes the pollers wait for the next tick
-// (?wait=&after=) instead of polling in a tight loop.
-func benchStartLag(b *testing.B, loaded, longPoll bool) {
+// (?wait=&after=) instead of polling in a tight loop; limiter (nil: none) paces reads.
+func benchStartLag(b *testing.B, loaded, longPoll bool, limiter *api.ReadLimiter) {
 	var (
 		mu   sync.Mutex
 		lags []float64
@@ -59,7 +65,9 @@ func benchStartLag(b *testing.B, loaded, longPoll bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Options{Engine: e}))
+	srv := httptest.NewUnstartedServer(api.New(api.Options{Engine: e, ReadLimiter: limiter}))
+	srv.Config.ConnContext = api.ConnContext
+	srv.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if loaded {

@@ -61,6 +61,9 @@ func (l ReadLimit) withDefaults() ReadLimit {
 // Its limit can be changed while they serve, e.g. on a configuration reload. Its methods
 // are safe for concurrent use.
 type ReadLimiter struct {
+	delayed atomic.Uint64 // requests that waited for their turn
+	refused atomic.Uint64 // requests answered 429
+
 	mu      sync.Mutex
 	lim     *rate.Limiter // guarded by mu; nil: no limit
 	maxWait time.Duration // guarded by mu
@@ -101,6 +104,20 @@ func (rl *ReadLimiter) Limit() ReadLimit {
 	return rl.limit
 }
 
+// ReadLimitStats counts what a ReadLimiter did since it was made.
+type ReadLimitStats struct {
+	// Delayed is the number of requests that waited for their turn (including those
+	// whose client left meanwhile).
+	Delayed uint64
+	// Refused is the number of requests answered 429.
+	Refused uint64
+}
+
+// Stats returns the limiter's counts, e.g. for metrics.
+func (rl *ReadLimiter) Stats() ReadLimitStats {
+	return ReadLimitStats{Delayed: rl.delayed.Load(), Refused: rl.refused.Load()}
+}
+
 // reserve takes a turn at now: how long to wait for it, or ok false with the wait it would
 // have taken (the turn is given back).
 func (rl *ReadLimiter) reserve(now time.Time) (wait time.Duration, cancel func(), ok bool) {
@@ -127,6 +144,7 @@ func (rl *ReadLimiter) reserve(now time.Time) (wait time.Duration, cancel func()
 func (rl *ReadLimiter) admit(w http.ResponseWriter, r *http.Request) bool {
 	wait, cancel, ok := rl.reserve(time.Now())
 	if !ok {
+		rl.refused.Add(1)
 		secs := max(1, int(math.Ceil(wait.Seconds())))
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		writeError(w, http.StatusTooManyRequests, apiError{Code: "rate_limited",
@@ -136,6 +154,7 @@ func (rl *ReadLimiter) admit(w http.ResponseWriter, r *http.Request) bool {
 	if wait <= 0 {
 		return true
 	}
+	rl.delayed.Add(1)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {

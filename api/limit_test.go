@@ -60,7 +60,8 @@ func (p *paceRig) tick() uint64 {
 
 func TestReadLimitPacesAndRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPaceRig(t, api.NewReadLimiter(api.ReadLimit{Rate: 10, Burst: 2, MaxWait: time.Second}))
+		rl := api.NewReadLimiter(api.ReadLimit{Rate: 10, Burst: 2, MaxWait: time.Second})
+		p := newPaceRig(t, rl)
 		p.tick()
 		// The burst is served at once, then one request every 100 ms.
 		for i, want := range []time.Duration{0, 0, 100 * time.Millisecond, 100 * time.Millisecond} {
@@ -109,6 +110,9 @@ func TestReadLimitPacesAndRefuses(t *testing.T) {
 		}
 		if refused != 1 || len(served) != 10 {
 			t.Fatalf("%d refused, %d distinct turns served, want 1 and 10", refused, len(served))
+		}
+		if got, want := rl.Stats(), (api.ReadLimitStats{Delayed: 2 + 10, Refused: 1}); got != want {
+			t.Errorf("Stats() = %+v, want %+v", got, want)
 		}
 		for i := 1; i <= 10; i++ {
 			if d := time.Duration(i) * 100 * time.Millisecond; !served[d] {

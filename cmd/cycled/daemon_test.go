@@ -378,6 +378,10 @@ func TestDaemonReadLimit(t *testing.T) {
 			t.Errorf("%s %s = %d", r.method, r.path, st)
 		}
 	}
+	// The refusal is counted for operators.
+	if m := d.metrics(); !strings.Contains(m, "cycled_http_reads_refused_total 1\n") || !strings.Contains(m, "cycled_http_reads_delayed_total 0\n") {
+		t.Errorf("/metrics lacks the read limit's counts:\n%s", m)
+	}
 
 	// A reload lifts the limit.
 	if err := os.WriteFile(cfgPath, []byte(stepConfig+"state_dir: "+t.TempDir()+"\n"), 0o600); err != nil {

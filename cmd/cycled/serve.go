@@ -100,6 +100,13 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	mc.Attach(engine)
 
 	readLimiter := api.NewReadLimiter(readLimit(cfg.HTTP.ReadLimit))
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cycled_http_reads_delayed_total",
+			Help: "Read requests that waited for their turn under http.read_limit."},
+			func() float64 { return float64(readLimiter.Stats().Delayed) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cycled_http_reads_refused_total",
+			Help: "Read requests answered 429 under http.read_limit."},
+			func() float64 { return float64(readLimiter.Stats().Refused) }))
 	var reloader *config.Reloader
 	reloader = config.NewReloader(cfg, regs, engine, config.WithLoadOptions(loadOpts...),
 		config.OnReload(func(res config.ReloadResult) {

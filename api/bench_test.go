@@ -152,3 +152,37 @@ func benchStartLag(b *testing.B, loaded, longPoll bool, limiter *api.ReadLimiter
 	b.ReportMetric(pct(0.99), "p99_lag_ms")
 	b.ReportMetric(l[len(l)-1], "max_lag_ms")
 }
+
+// BenchmarkLatestPacing is the cost of pacing on a request that never waits: GET
+// /ticks/latest served in process without a ReadLimiter and with one whose rate is never
+// reached, from parallel clients (the limiter's bucket is shared).
+func BenchmarkLatestPacing(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		limiter *api.ReadLimiter
+	}{{"none", nil}, {"paced", api.NewReadLimiter(api.ReadLimit{Rate: 1e12, Burst: 1 << 30})}} {
+		b.Run(bc.name, func(b *testing.B) {
+			e, err := cycle.New(testConfig(), []cycle.Registration{
+				{Spec: tiers.ModuleSpec{Name: "guard", Tier: "safety"}, Module: value("clear")}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			if _, err := e.Tick(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			h := api.New(api.Options{Engine: e, ReadLimiter: bc.limiter})
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				req := httptest.NewRequest(http.MethodGet, "/ticks/latest", nil)
+				for pb.Next() {
+					w := httptest.NewRecorder()
+					h.ServeHTTP(w, req)
+					if w.Code != http.StatusOK {
+						b.Fatalf("status %d", w.Code)
+					}
+				}
+			})
+		})
+	}
+}

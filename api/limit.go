@@ -118,31 +118,31 @@ func (rl *ReadLimiter) Stats() ReadLimitStats {
 	return ReadLimitStats{Delayed: rl.delayed.Load(), Refused: rl.refused.Load()}
 }
 
-// reserve takes a turn at now: how long to wait for it, or ok false with the wait it would
-// have taken (the turn is given back).
-func (rl *ReadLimiter) reserve(now time.Time) (wait time.Duration, cancel func(), ok bool) {
+// reserve takes a turn at now: ok with the reservation to wait for (nil: serve at once),
+// or ok false with the wait the turn would have taken (the turn is given back).
+func (rl *ReadLimiter) reserve(now time.Time) (wait time.Duration, res *rate.Reservation, ok bool) {
 	rl.mu.Lock()
 	lim, maxWait := rl.lim, rl.maxWait
 	rl.mu.Unlock()
-	if lim == nil {
-		return 0, func() {}, true
+	if lim == nil || lim.AllowN(now, 1) { // AllowN allocates nothing; ReserveN does
+		return 0, nil, true
 	}
-	r := lim.ReserveN(now, 1)
-	if !r.OK() {
-		return 0, func() {}, false // cannot happen with Burst >= 1
+	res = lim.ReserveN(now, 1)
+	if !res.OK() {
+		return 0, nil, false // cannot happen with Burst >= 1
 	}
-	wait = r.DelayFrom(now)
+	wait = res.DelayFrom(now)
 	if wait > maxWait {
-		r.CancelAt(now)
-		return wait, func() {}, false
+		res.CancelAt(now)
+		return wait, nil, false
 	}
-	return wait, func() { r.CancelAt(time.Now()) }, true
+	return wait, res, true
 }
 
 // admit waits for the request's turn and reports whether to serve it. When it returns
 // false it has answered (429) or the client has left.
 func (rl *ReadLimiter) admit(w http.ResponseWriter, r *http.Request) bool {
-	wait, cancel, ok := rl.reserve(time.Now())
+	wait, res, ok := rl.reserve(time.Now())
 	if !ok {
 		rl.refused.Add(1)
 		secs := max(1, int(math.Ceil(wait.Seconds())))
@@ -161,7 +161,7 @@ func (rl *ReadLimiter) admit(w http.ResponseWriter, r *http.Request) bool {
 	case <-t.C:
 		return true
 	case <-r.Context().Done():
-		cancel() // the turn goes to the next client
+		res.CancelAt(time.Now()) // the turn goes to the next client
 		return false
 	}
 }

@@ -29,8 +29,9 @@
 // clients: a request past the burst waits for its turn (so a client polling in a tight
 // loop is slowed to its share, and cannot take the CPUs the tick needs), or is answered
 // 429 if its turn is further away than the limit's MaxWait. Probes, /metrics, the SSE
-// stream, long-polls answered with the newer tick they waited for, and admin routes are
-// not paced. See ReadLimit.
+// stream, admin routes, and long-polls answered with a tick newer than any their
+// connection was given (with ConnContext as the server's ConnContext) are not paced. See
+// ReadLimit.
 //
 // # Admin authentication
 //
@@ -202,7 +203,7 @@ func New(opts Options) http.Handler {
 	r.MethodNotAllowed(s.paced(http.HandlerFunc(s.methodNotAllowed)).ServeHTTP)
 
 	// Not paced (see ReadLimit): probes, the stream, and /ticks/latest, which paces
-	// itself unless it answers a long-poll with the newer tick it waited for.
+	// itself unless it answers a long-poll with a tick new to its connection.
 	r.Get("/ticks/latest", s.getLatest)
 	r.Get("/ticks/stream", s.getStream)
 	r.Get("/healthz", s.healthz)

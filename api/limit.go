@@ -37,10 +37,11 @@ const (
 // tick behind. The connection is known when the server's ConnContext calls ConnContext;
 // without it, only a long-poll that waited for the newer tick it is answered is spared.
 type ReadLimit struct {
-	// Rate is the sustained number of paced requests served a second. Zero: no limit.
+	// Rate is the sustained number of paced requests served a second. Zero (or not a
+	// positive number): no limit.
 	Rate float64
 	// Burst is the number of paced requests served at once above the rate, after a quiet
-	// spell. Zero: max(1, Rate/50).
+	// spell. Zero: Rate/50, at least 1 and at most 1<<20.
 	Burst int
 	// MaxWait is the longest a request waits for its turn. Zero: DefaultReadWait.
 	MaxWait time.Duration
@@ -49,7 +50,7 @@ type ReadLimit struct {
 // withDefaults returns l with its zero fields filled.
 func (l ReadLimit) withDefaults() ReadLimit {
 	if l.Burst <= 0 {
-		l.Burst = max(1, int(l.Rate/50))
+		l.Burst = int(max(1, min(l.Rate/50, 1<<20)))
 	}
 	if l.MaxWait <= 0 {
 		l.MaxWait = DefaultReadWait
@@ -82,7 +83,7 @@ func (rl *ReadLimiter) Set(l ReadLimit) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	rl.limit = l
-	if l.Rate <= 0 {
+	if !(l.Rate > 0) { // zero, negative or NaN
 		rl.lim = nil
 		return
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -296,4 +298,66 @@ func ExampleReadLimiter() {
 	// 200 []
 	// 429 [1]
 	// 200
+}
+
+// TestReadLimitDefaults: the zero fields of a ReadLimit take their documented defaults, and
+// a rate that is not a positive number means no limit.
+func TestReadLimitDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			limit  api.ReadLimit
+			burst  int // requests served at once
+			paced  bool
+			refuse time.Duration // the turn past which a request is refused (MaxWait)
+		}{
+			{"burst Rate/50", api.ReadLimit{Rate: 500}, 10, true, api.DefaultReadWait},
+			{"burst at least 1", api.ReadLimit{Rate: 2}, 1, true, api.DefaultReadWait},
+			{"no limit", api.ReadLimit{Rate: 0, Burst: 1}, 0, false, 0},
+			{"NaN is no limit", api.ReadLimit{Rate: math.NaN(), Burst: 1}, 0, false, 0},
+		} {
+			p := newPaceRig(t, api.NewReadLimiter(tc.limit))
+			p.tick()
+			served := 0
+			for range 1000 {
+				w, took := p.get(context.Background(), "/breakers")
+				if w.Code != http.StatusOK {
+					t.Fatalf("%s: %d", tc.name, w.Code)
+				}
+				if took > 0 {
+					break
+				}
+				served++
+			}
+			if !tc.paced {
+				if served != 1000 {
+					t.Errorf("%s: paced after %d requests", tc.name, served)
+				}
+				continue
+			}
+			// The request after the burst waited for its turn. Of Rate+2 more at once, those
+			// whose turn is within the default MaxWait (1 s) are served, the rest refused.
+			if served != tc.burst {
+				t.Errorf("%s: %d served at once, want a burst of %d", tc.name, served, tc.burst)
+			}
+			var wg sync.WaitGroup
+			var ok, refused atomic.Int32
+			for range int(tc.limit.Rate) + 2 {
+				wg.Go(func() {
+					switch w, took := p.get(context.Background(), "/breakers"); {
+					case w.Code == http.StatusOK && took <= tc.refuse:
+						ok.Add(1)
+					case w.Code == http.StatusTooManyRequests && took == 0:
+						refused.Add(1)
+					default:
+						t.Errorf("%s: %d after %v", tc.name, w.Code, took)
+					}
+				})
+			}
+			wg.Wait()
+			if want := int32(tc.limit.Rate); ok.Load() != want || refused.Load() != 2 {
+				t.Errorf("%s: %d served within %v and %d refused, want %d and 2", tc.name, ok.Load(), tc.refuse, refused.Load(), want)
+			}
+		}
+	})
 }

@@ -162,16 +162,9 @@ func BenchmarkLatestPacing(b *testing.B) {
 		limiter *api.ReadLimiter
 	}{{"none", nil}, {"paced", api.NewReadLimiter(api.ReadLimit{Rate: 1e12, Burst: 1 << 30})}} {
 		b.Run(bc.name, func(b *testing.B) {
-			e, err := cycle.New(testConfig(), []cycle.Registration{
-				{Spec: tiers.ModuleSpec{Name: "guard", Tier: "safety"}, Module: value("clear")}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			if _, err := e.Tick(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			h := api.New(api.Options{Engine: e, ReadLimiter: bc.limiter})
+			p := newPaceRig(b, bc.limiter)
+			p.tick()
+			h := p.h
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				req := httptest.NewRequest(http.MethodGet, "/ticks/latest", nil)

@@ -65,10 +65,15 @@ type ReadLimiter struct {
 	delayed atomic.Uint64 // requests that waited for their turn
 	refused atomic.Uint64 // requests answered 429
 
-	mu      sync.Mutex
-	lim     *rate.Limiter // guarded by mu; nil: no limit
-	maxWait time.Duration // guarded by mu
-	limit   ReadLimit     // guarded by mu: as set, without defaults
+	mu  sync.Mutex                   // serialises Set
+	cur atomic.Pointer[limiterState] // read by every paced request without a lock
+}
+
+// limiterState is a ReadLimiter's limit in force; Set replaces it whole.
+type limiterState struct {
+	limit   ReadLimit     // as set, without defaults
+	lim     *rate.Limiter // nil: no limit
+	maxWait time.Duration
 }
 
 // NewReadLimiter returns a ReadLimiter that enforces l.
@@ -82,28 +87,24 @@ func NewReadLimiter(l ReadLimit) *ReadLimiter {
 func (rl *ReadLimiter) Set(l ReadLimit) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	rl.limit = l
-	if !(l.Rate > 0) { // zero, negative or NaN
-		rl.lim = nil
-		return
+	st := &limiterState{limit: l}
+	if l.Rate > 0 { // not zero, negative or NaN
+		d := l.withDefaults()
+		st.maxWait = d.MaxWait
+		if old := rl.cur.Load(); old != nil && old.lim != nil {
+			now := time.Now()
+			old.lim.SetLimitAt(now, rate.Limit(d.Rate))
+			old.lim.SetBurstAt(now, d.Burst)
+			st.lim = old.lim // the turns already given stay given
+		} else {
+			st.lim = rate.NewLimiter(rate.Limit(d.Rate), d.Burst)
+		}
 	}
-	d := l.withDefaults()
-	rl.maxWait = d.MaxWait
-	if rl.lim == nil {
-		rl.lim = rate.NewLimiter(rate.Limit(d.Rate), d.Burst)
-		return
-	}
-	now := time.Now()
-	rl.lim.SetLimitAt(now, rate.Limit(d.Rate))
-	rl.lim.SetBurstAt(now, d.Burst)
+	rl.cur.Store(st)
 }
 
 // Limit returns the limit as last set.
-func (rl *ReadLimiter) Limit() ReadLimit {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	return rl.limit
-}
+func (rl *ReadLimiter) Limit() ReadLimit { return rl.cur.Load().limit }
 
 // ReadLimitStats counts what a ReadLimiter did since it was made.
 type ReadLimitStats struct {
@@ -122,9 +123,8 @@ func (rl *ReadLimiter) Stats() ReadLimitStats {
 // reserve takes a turn at now: ok with the reservation to wait for (nil: serve at once),
 // or ok false with the wait the turn would have taken (the turn is given back).
 func (rl *ReadLimiter) reserve(now time.Time) (wait time.Duration, res *rate.Reservation, ok bool) {
-	rl.mu.Lock()
-	lim, maxWait := rl.lim, rl.maxWait
-	rl.mu.Unlock()
+	st := rl.cur.Load()
+	lim, maxWait := st.lim, st.maxWait
 	if lim == nil || lim.AllowN(now, 1) { // AllowN allocates nothing; ReserveN does
 		return 0, nil, true
 	}

@@ -15,18 +15,19 @@ import (
 
 	"github.com/cycled/cycled/api"
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/tiers"
 )
 
 // paceRig is the API over a step-mode engine, called in process (no sockets) so that it
 // runs inside a synctest bubble: a request's wait for its turn passes in virtual time.
 type paceRig struct {
-	t *testing.T
+	t testing.TB
 	e *cycle.Engine
 	h http.Handler
 }
 
-func newPaceRig(t *testing.T, rl *api.ReadLimiter) *paceRig {
+func newPaceRig(t testing.TB, rl *api.ReadLimiter) *paceRig {
 	t.Helper()
 	e, err := cycle.New(testConfig(), []cycle.Registration{
 		{Spec: tiers.ModuleSpec{Name: "guard", Tier: "safety"}, Module: value("clear")},
@@ -182,7 +183,7 @@ func TestReadLimitLongPollPerConnection(t *testing.T) {
 		if w.Code != http.StatusOK || took != 0 {
 			t.Fatalf("long-poll behind by two ticks: %d after %v, want 200 at once", w.Code, took)
 		}
-		if got := decodeSummaryID(t, w); got != latest {
+		if got := decode[faultsummary.Summary](t, w.Body.Bytes()).TickID; got != latest {
 			t.Fatalf("answered tick %d, want %d", got, latest)
 		}
 		// The same tick again on this connection is paced, as the request of a client
@@ -205,17 +206,6 @@ func TestReadLimitLongPollPerConnection(t *testing.T) {
 			t.Errorf("long-poll answered %v after the tick, want at once", took)
 		}
 	})
-}
-
-func decodeSummaryID(t *testing.T, w *httptest.ResponseRecorder) uint64 {
-	t.Helper()
-	var s struct {
-		TickID uint64 `json:"tick_id"`
-	}
-	if err := json.Unmarshal(w.Body.Bytes(), &s); err != nil {
-		t.Fatalf("summary: %v: %s", err, w.Body)
-	}
-	return s.TickID
 }
 
 func TestReadLimitClientLeavingGivesItsTurnBack(t *testing.T) {

@@ -672,6 +672,59 @@ func TestFastModuleThatBlocksDoesNotHoldOthers(t *testing.T) {
 	})
 }
 
+// A fast module that blocks in the middle of a large claim (trivial modules take maxChunk
+// at a time) holds up only the rest of that claim, and only until the stall check hands
+// it to another runner; every status is still right.
+func TestFastModuleThatBlocksInALargeChunk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, blocker = 200, claimChunk + maxChunk + 5 // inside the third claim
+		var blockOn atomic.Uint64
+		ranAt := make([]atomic.Int64, n)
+		var regs []Registration
+		for i := 0; i < n; i++ {
+			m := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) {
+				ranAt[i].Store(int64(time.Now().UnixNano()))
+				if i == blocker && in.TickID() == blockOn.Load() {
+					time.Sleep(20 * time.Millisecond) // ignores its context
+				}
+				return i, nil
+			}}
+			regs = append(regs, reg(fmt.Sprintf("m%03d", i), "planning", m))
+		}
+		e := newEngine(t, Config{}, regs)
+		for i := 0; i <= fastStreak; i++ {
+			tick(t, e) // every module proves fast
+		}
+		blockOn.Store(uint64(fastStreak + 2))
+		start := time.Now()
+		s := tick(t, e)
+		late := 0
+		for i := 0; i < n; i++ {
+			m := mod(t, s, fmt.Sprintf("m%03d", i))
+			if m.Status != faultsummary.StatusOK || m.Served.Value != i {
+				t.Fatalf("%s: %s, value %v", m.Name, m.Status, m.Served.Value)
+			}
+			if d := time.Duration(ranAt[i].Load() - start.UnixNano()); i != blocker && d > 2*stallCheck {
+				t.Errorf("%s ran %v after the tier started, held up by a blocked neighbour", m.Name, d)
+			} else if d >= stallCheck {
+				late++
+				if i < blocker {
+					t.Errorf("%s, before the blocker, ran %v after the tier started", m.Name, d)
+				}
+			}
+		}
+		// The tier's one runner is stuck in the blocker (trivial modules are not worth a
+		// second one): the modules it claimed with the blocker, and those after, ran once
+		// the stall check saw it; those before it ran at once.
+		if want := n - blocker - 1; late != want {
+			t.Errorf("%d modules started after the stall check, want the %d behind the blocker", late, want)
+		}
+		if el := tierOf(t, s, "planning").ElapsedMs; el < 20 || el > 20+2*float64(stallCheck/time.Millisecond) {
+			t.Fatalf("tier took %vms, want 20ms plus at most two stall checks", el)
+		}
+	})
+}
+
 // ModuleFunc values are not comparable; reloads and registrations must still work.
 func TestModuleFuncSurvivesReloadAndRegister(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -828,12 +881,49 @@ func TestWorthHelp(t *testing.T) {
 		{49, time.Microsecond, false},
 		{50, time.Microsecond, true}, // exactly helpWork
 		{1, time.Millisecond, true},
-		{1000, 0, false},                       // no module ran inline: nothing to go by
-		{100000, 500 * time.Nanosecond, false}, // bookkeeping, not work: a second runner only contends
+		{1000, 0, false},                      // no module ran inline: nothing to go by
+		{99, 500 * time.Nanosecond, false},    // trivial modules, under helpWork in all
+		{100000, 500 * time.Nanosecond, true}, // trivial modules of a long tier: two cores still gain
 	} {
 		if got := worthHelp(c.left, c.perModule); got != c.want {
 			t.Errorf("worthHelp(%d, %v) = %v, want %v", c.left, c.perModule, got, c.want)
 		}
+	}
+}
+
+func TestChunkFor(t *testing.T) {
+	for _, c := range []struct {
+		perModule time.Duration
+		want      int64
+	}{
+		{0, maxChunk}, // no time measured (virtual time): the largest
+		{-time.Microsecond, maxChunk},
+		{time.Nanosecond, maxChunk},
+		{chunkWork / maxChunk, maxChunk},
+		{chunkWork / 20, 20},
+		{chunkWork / claimChunk, claimChunk},
+		{time.Millisecond, claimChunk}, // never below the first chunk
+	} {
+		if got := chunkFor(c.perModule); got != c.want {
+			t.Errorf("chunkFor(%v) = %d, want %d", c.perModule, got, c.want)
+		}
+	}
+}
+
+// The first claim of a tier takes claimChunk modules; once a runner has scaled the tier
+// from its pace, claims take chunkFor of it, and the last one what is left.
+func TestClaimSizes(t *testing.T) {
+	tr := &tierRun{mods: make([]*modRT, 100)}
+	var got [][2]int
+	for i, k, ok := tr.claim(); ok; i, k, ok = tr.claim() {
+		got = append(got, [2]int{i, k})
+		if len(got) == 1 {
+			tr.scale(chunkWork / 40) // too little work left to wake a runner: no pool needed
+		}
+	}
+	want := [][2]int{{0, claimChunk}, {claimChunk, claimChunk + 40}, {claimChunk + 40, claimChunk + 80}, {claimChunk + 80, 100}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("claims %v, want %v", got, want)
 	}
 }
 

@@ -45,9 +45,10 @@ const (
 	// chunk is small so that a runner soon knows what a module costs (see scale). Later
 	// chunks hold about chunkWork of modules at the first chunk's pace, at most maxChunk:
 	// two runners on a tier of trivial modules contend for the claim and admit counters
-	// once a chunk, and a second runner shortened ticks of 5000 trivial modules by 18%
-	// with chunks of 8 but by 31% with chunks of 64 (BenchmarkTick), while modules that
-	// compute for µs keep chunks of 8, which share them out evenly between runners.
+	// once a chunk: a second runner shortened ticks of 5000 trivial modules by 14% with
+	// chunks of 8, 18% with chunks of 32 and 31% with chunks of 64 (BenchmarkTick,
+	// alternated with the build before), while modules that compute for µs keep chunks
+	// of 8, which share them out evenly between runners.
 	claimChunk = 8
 	maxChunk   = 64
 	chunkWork  = 16 * time.Microsecond

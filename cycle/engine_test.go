@@ -629,98 +629,82 @@ func TestTickIDsAndHistory(t *testing.T) {
 	})
 }
 
+// tickWithBlockers ticks an engine of n modules (m000, m001, …) in one tier, all proven
+// fast, on a tick in which the modules that blocks picks sleep 20 ms ignoring their
+// context. It returns that tick's summary and when, after the tick started, each module
+// started. Call it inside a synctest bubble.
+func tickWithBlockers(t *testing.T, n int, blocks func(i int) bool) (*faultsummary.Summary, []time.Duration) {
+	var blockOn atomic.Uint64
+	ranAt := make([]atomic.Int64, n)
+	var regs []Registration
+	for i := 0; i < n; i++ {
+		m := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) {
+			ranAt[i].Store(int64(time.Now().UnixNano()))
+			if blocks(i) && in.TickID() == blockOn.Load() {
+				time.Sleep(20 * time.Millisecond) // ignores its context
+			}
+			return i, nil
+		}}
+		regs = append(regs, reg(fmt.Sprintf("m%03d", i), "planning", m))
+	}
+	e := newEngine(t, Config{}, regs)
+	for i := 0; i <= fastStreak; i++ {
+		tick(t, e) // every module proves fast
+	}
+	blockOn.Store(uint64(fastStreak + 2))
+	start := time.Now()
+	s := tick(t, e)
+	started := make([]time.Duration, n)
+	for i := range started {
+		started[i] = time.Duration(ranAt[i].Load() - start.UnixNano())
+		if m := mod(t, s, fmt.Sprintf("m%03d", i)); m.Status != faultsummary.StatusOK || m.Served.Value != i {
+			t.Fatalf("%s: %s, value %v", m.Name, m.Status, m.Served.Value)
+		}
+	}
+	// Blocking modules claimed by a stuck runner start when the stall is seen (1ms).
+	if el := tierOf(t, s, "planning").ElapsedMs; el < 20 || el > 20+2*float64(stallCheck/time.Millisecond) {
+		t.Fatalf("tier took %vms, want 20ms plus at most two stall checks", el)
+	}
+	return s, started
+}
+
 // TestFastModuleThatBlocksDoesNotHoldOthers: modules proven fast run inline on the runner
 // pool; when some of them block unexpectedly, the others still run at once.
 func TestFastModuleThatBlocksDoesNotHoldOthers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const n = 32
-		var blockOn atomic.Uint64
-		ranAt := make([]atomic.Int64, n)
-		var regs []Registration
-		for i := 0; i < n; i++ {
-			m := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) {
-				ranAt[i].Store(int64(time.Now().UnixNano()))
-				if i%claimChunk == 0 && in.TickID() == blockOn.Load() {
-					time.Sleep(20 * time.Millisecond) // ignores its context
-				}
-				return i, nil
-			}}
-			regs = append(regs, reg(fmt.Sprintf("m%02d", i), "planning", m))
-		}
-		e := newEngine(t, Config{}, regs)
-		for i := 0; i <= fastStreak; i++ {
-			tick(t, e) // every module proves fast
-		}
-		blockOn.Store(uint64(fastStreak + 2))
-		start := time.Now()
-		s := tick(t, e)
-		for i := 0; i < n; i++ {
-			m := mod(t, s, fmt.Sprintf("m%02d", i))
-			if m.Status != faultsummary.StatusOK {
-				t.Fatalf("%s: %s", m.Name, m.Status)
+		_, started := tickWithBlockers(t, 32, func(i int) bool { return i%claimChunk == 0 })
+		for i, d := range started {
+			if i%claimChunk != 0 && d > 5*time.Millisecond {
+				t.Errorf("m%03d ran %v after the tier started, held up by a blocked neighbour", i, d)
 			}
-			if i%claimChunk != 0 {
-				if d := time.Duration(ranAt[i].Load() - start.UnixNano()); d > 5*time.Millisecond {
-					t.Errorf("%s ran %v after the tier started, held up by a blocked neighbour", m.Name, d)
-				}
-			}
-		}
-		// Blocking modules claimed by a stuck runner start when the stall is seen (1ms).
-		if el := tierOf(t, s, "planning").ElapsedMs; el < 20 || el > 20+2*float64(stallCheck/time.Millisecond) {
-			t.Fatalf("tier took %vms, want 20ms plus at most two stall checks", el)
 		}
 	})
 }
 
-// A fast module that blocks in the middle of a large claim (trivial modules take maxChunk
-// at a time) holds up only the rest of that claim, and only until the stall check hands
-// it to another runner; every status is still right.
+// A fast module that blocks in the middle of a large claim (the runner claims maxChunk
+// modules at a time once it knows they take no time) holds up the modules claimed with
+// it only until the stall check hands them to another runner.
 func TestFastModuleThatBlocksInALargeChunk(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, blocker = 200, claimChunk + maxChunk + 5 // inside the third claim
-		var blockOn atomic.Uint64
-		ranAt := make([]atomic.Int64, n)
-		var regs []Registration
-		for i := 0; i < n; i++ {
-			m := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) {
-				ranAt[i].Store(int64(time.Now().UnixNano()))
-				if i == blocker && in.TickID() == blockOn.Load() {
-					time.Sleep(20 * time.Millisecond) // ignores its context
-				}
-				return i, nil
-			}}
-			regs = append(regs, reg(fmt.Sprintf("m%03d", i), "planning", m))
-		}
-		e := newEngine(t, Config{}, regs)
-		for i := 0; i <= fastStreak; i++ {
-			tick(t, e) // every module proves fast
-		}
-		blockOn.Store(uint64(fastStreak + 2))
-		start := time.Now()
-		s := tick(t, e)
+		_, started := tickWithBlockers(t, n, func(i int) bool { return i == blocker })
 		late := 0
-		for i := 0; i < n; i++ {
-			m := mod(t, s, fmt.Sprintf("m%03d", i))
-			if m.Status != faultsummary.StatusOK || m.Served.Value != i {
-				t.Fatalf("%s: %s, value %v", m.Name, m.Status, m.Served.Value)
-			}
-			if d := time.Duration(ranAt[i].Load() - start.UnixNano()); i != blocker && d > 2*stallCheck {
-				t.Errorf("%s ran %v after the tier started, held up by a blocked neighbour", m.Name, d)
-			} else if d >= stallCheck {
+		for i, d := range started {
+			switch {
+			case i != blocker && d > 2*stallCheck:
+				t.Errorf("m%03d ran %v after the tier started, held up by a blocked neighbour", i, d)
+			case d >= stallCheck:
 				late++
 				if i < blocker {
-					t.Errorf("%s, before the blocker, ran %v after the tier started", m.Name, d)
+					t.Errorf("m%03d, before the blocker, ran %v after the tier started", i, d)
 				}
 			}
 		}
-		// The tier's one runner is stuck in the blocker (trivial modules are not worth a
-		// second one): the modules it claimed with the blocker, and those after, ran once
-		// the stall check saw it; those before it ran at once.
+		// The tier has one runner (no time passes in the bubble: the first chunk's pace is
+		// zero, not worth a second runner), stuck in the blocker: the modules it claimed
+		// with the blocker, and those after, ran once the stall check saw it.
 		if want := n - blocker - 1; late != want {
 			t.Errorf("%d modules started after the stall check, want the %d behind the blocker", late, want)
-		}
-		if el := tierOf(t, s, "planning").ElapsedMs; el < 20 || el > 20+2*float64(stallCheck/time.Millisecond) {
-			t.Fatalf("tier took %vms, want 20ms plus at most two stall checks", el)
 		}
 	})
 }

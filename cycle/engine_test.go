@@ -629,50 +629,51 @@ func TestTickIDsAndHistory(t *testing.T) {
 	})
 }
 
-// tickWithBlockers ticks an engine of n modules (m000, m001, …) in one tier, all proven
-// fast, on a tick in which the modules that blocks picks sleep 20 ms ignoring their
-// context. It returns that tick's summary and when, after the tick started, each module
-// started. Call it inside a synctest bubble.
-func tickWithBlockers(t *testing.T, n int, blocks func(i int) bool) (*faultsummary.Summary, []time.Duration) {
-	var blockOn atomic.Uint64
-	ranAt := make([]atomic.Int64, n)
-	var regs []Registration
-	for i := 0; i < n; i++ {
-		m := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) {
-			ranAt[i].Store(int64(time.Now().UnixNano()))
-			if blocks(i) && in.TickID() == blockOn.Load() {
-				time.Sleep(20 * time.Millisecond) // ignores its context
-			}
-			return i, nil
-		}}
-		regs = append(regs, reg(fmt.Sprintf("m%03d", i), "planning", m))
-	}
-	e := newEngine(t, Config{}, regs)
-	for i := 0; i <= fastStreak; i++ {
-		tick(t, e) // every module proves fast
-	}
-	blockOn.Store(uint64(fastStreak + 2))
-	start := time.Now()
-	s := tick(t, e)
-	started := make([]time.Duration, n)
-	for i := range started {
-		started[i] = time.Duration(ranAt[i].Load() - start.UnixNano())
-		if m := mod(t, s, fmt.Sprintf("m%03d", i)); m.Status != faultsummary.StatusOK || m.Served.Value != i {
-			t.Fatalf("%s: %s, value %v", m.Name, m.Status, m.Served.Value)
+// tickWithBlockers ticks, in a synctest bubble, an engine of n modules (m000, m001, …) in
+// one tier, all proven fast, on a tick in which the modules that blocks picks sleep 20 ms
+// ignoring their context. It checks every module's status and value and the tier's
+// length, and hands check when, after the tick started, each module started.
+func tickWithBlockers(t *testing.T, n int, blocks func(i int) bool, check func(t *testing.T, started []time.Duration)) {
+	synctest.Test(t, func(t *testing.T) {
+		var blockOn atomic.Uint64
+		ranAt := make([]atomic.Int64, n)
+		var regs []Registration
+		for i := 0; i < n; i++ {
+			m := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) {
+				ranAt[i].Store(int64(time.Now().UnixNano()))
+				if blocks(i) && in.TickID() == blockOn.Load() {
+					time.Sleep(20 * time.Millisecond) // ignores its context
+				}
+				return i, nil
+			}}
+			regs = append(regs, reg(fmt.Sprintf("m%03d", i), "planning", m))
 		}
-	}
-	// Blocking modules claimed by a stuck runner start when the stall is seen (1ms).
-	if el := tierOf(t, s, "planning").ElapsedMs; el < 20 || el > 20+2*float64(stallCheck/time.Millisecond) {
-		t.Fatalf("tier took %vms, want 20ms plus at most two stall checks", el)
-	}
-	return s, started
+		e := newEngine(t, Config{}, regs)
+		for i := 0; i <= fastStreak; i++ {
+			tick(t, e) // every module proves fast
+		}
+		blockOn.Store(uint64(fastStreak + 2))
+		start := time.Now()
+		s := tick(t, e)
+		started := make([]time.Duration, n)
+		for i := range started {
+			started[i] = time.Duration(ranAt[i].Load() - start.UnixNano())
+			if m := mod(t, s, fmt.Sprintf("m%03d", i)); m.Status != faultsummary.StatusOK || m.Served.Value != i {
+				t.Fatalf("%s: %s, value %v", m.Name, m.Status, m.Served.Value)
+			}
+		}
+		// Blocking modules claimed by a stuck runner start when the stall is seen (1ms).
+		if el := tierOf(t, s, "planning").ElapsedMs; el < 20 || el > 20+2*float64(stallCheck/time.Millisecond) {
+			t.Fatalf("tier took %vms, want 20ms plus at most two stall checks", el)
+		}
+		check(t, started)
+	})
 }
 
 // TestFastModuleThatBlocksDoesNotHoldOthers: modules proven fast run inline on the runner
 // pool; when some of them block unexpectedly, the others still run at once.
 func TestFastModuleThatBlocksDoesNotHoldOthers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, started := tickWithBlockers(t, 32, func(i int) bool { return i%claimChunk == 0 })
+	tickWithBlockers(t, 32, func(i int) bool { return i%claimChunk == 0 }, func(t *testing.T, started []time.Duration) {
 		for i, d := range started {
 			if i%claimChunk != 0 && d > 5*time.Millisecond {
 				t.Errorf("m%03d ran %v after the tier started, held up by a blocked neighbour", i, d)
@@ -685,9 +686,8 @@ func TestFastModuleThatBlocksDoesNotHoldOthers(t *testing.T) {
 // modules at a time once it knows they take no time) holds up the modules claimed with
 // it only until the stall check hands them to another runner.
 func TestFastModuleThatBlocksInALargeChunk(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const n, blocker = 200, claimChunk + maxChunk + 5 // inside the third claim
-		_, started := tickWithBlockers(t, n, func(i int) bool { return i == blocker })
+	const n, blocker = 200, claimChunk + maxChunk + 5 // inside the third claim
+	tickWithBlockers(t, n, func(i int) bool { return i == blocker }, func(t *testing.T, started []time.Duration) {
 		late := 0
 		for i, d := range started {
 			switch {

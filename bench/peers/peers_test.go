@@ -66,48 +66,46 @@ func TestPeersAgreeOnTrivialWorkload(t *testing.T) {
 // one honouring it fails or times out; the tier ends near its budget.
 func TestPeersAbandonHungModule(t *testing.T) {
 	// On virtual time: the hung module's 100 ms and the budgets cost no wall-clock time.
-	synctest.Test(t, testPeersAbandonHungModule)
-}
-
-func testPeersAbandonHungModule(t *testing.T) {
-	var conc Concurrency
-	ts := []TierSpec{
-		{Name: "safety", Budget: 50 * time.Millisecond, MaxAttempts: 1, FailureThreshold: 1 << 30, Cooldown: time.Second},
-		{Name: "work", Budget: 30 * time.Millisecond, MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffFactor: 2,
-			BackoffMax: 10 * time.Millisecond, FailureThreshold: 1 << 30, Cooldown: time.Second},
-	}
-	mods := []Module{{Name: "s", Tier: 0, Fn: Trivial}, {Name: "hung", Tier: 1, Fn: Hung(100*time.Millisecond, &conc)},
-		{Name: "honour", Tier: 1, Fn: Honour(100 * time.Millisecond)}, {Name: "fast", Tier: 1, Fn: Trivial}}
-	spec := Spec{Tiers: ts, Modules: mods}
-	for name, c := range contenders(t, spec) {
-		for tick := 0; tick < 3; tick++ {
-			time.Sleep(5 * time.Millisecond) // a scheduler leaves the rest of the period
-			if err := c.Tick(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			v := c.Last()
-			el := v.Tiers[1].Elapsed
-			if el < 30*time.Millisecond || el > 45*time.Millisecond {
-				t.Errorf("%s tick %d: work tier took %v", name, tick, el)
-			}
-			st := map[string]string{}
-			for _, ln := range v.Lines {
-				st[ln.Name] = ln.Status
-			}
-			if want := map[int]string{0: StatusTimedOut, 1: StatusBusy, 2: StatusBusy}[tick]; st["hung"] != want {
-				t.Errorf("%s tick %d: hung %q, want %q", name, tick, st["hung"], want)
-			}
-			if st["honour"] != StatusFailed && st["honour"] != StatusTimedOut {
-				t.Errorf("%s tick %d: honour %q", name, tick, st["honour"])
-			}
-			if st["fast"] != StatusOK || st["s"] != StatusOK {
-				t.Errorf("%s tick %d: %v", name, tick, st)
-			}
+	synctest.Test(t, func(t *testing.T) {
+		var conc Concurrency
+		ts := []TierSpec{
+			{Name: "safety", Budget: 50 * time.Millisecond, MaxAttempts: 1, FailureThreshold: 1 << 30, Cooldown: time.Second},
+			{Name: "work", Budget: 30 * time.Millisecond, MaxAttempts: 2, BackoffBase: time.Millisecond, BackoffFactor: 2,
+				BackoffMax: 10 * time.Millisecond, FailureThreshold: 1 << 30, Cooldown: time.Second},
 		}
-		c.Close()
-		time.Sleep(120 * time.Millisecond) // let the hung module return
-	}
-	if conc.Max() != 1 {
-		t.Errorf("hung module ran %d times concurrently", conc.Max())
-	}
+		mods := []Module{{Name: "s", Tier: 0, Fn: Trivial}, {Name: "hung", Tier: 1, Fn: Hung(100*time.Millisecond, &conc)},
+			{Name: "honour", Tier: 1, Fn: Honour(100 * time.Millisecond)}, {Name: "fast", Tier: 1, Fn: Trivial}}
+		spec := Spec{Tiers: ts, Modules: mods}
+		for name, c := range contenders(t, spec) {
+			for tick := 0; tick < 3; tick++ {
+				time.Sleep(5 * time.Millisecond) // a scheduler leaves the rest of the period
+				if err := c.Tick(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				v := c.Last()
+				el := v.Tiers[1].Elapsed
+				if el < 30*time.Millisecond || el > 45*time.Millisecond {
+					t.Errorf("%s tick %d: work tier took %v", name, tick, el)
+				}
+				st := map[string]string{}
+				for _, ln := range v.Lines {
+					st[ln.Name] = ln.Status
+				}
+				if want := map[int]string{0: StatusTimedOut, 1: StatusBusy, 2: StatusBusy}[tick]; st["hung"] != want {
+					t.Errorf("%s tick %d: hung %q, want %q", name, tick, st["hung"], want)
+				}
+				if st["honour"] != StatusFailed && st["honour"] != StatusTimedOut {
+					t.Errorf("%s tick %d: honour %q", name, tick, st["honour"])
+				}
+				if st["fast"] != StatusOK || st["s"] != StatusOK {
+					t.Errorf("%s tick %d: %v", name, tick, st)
+				}
+			}
+			c.Close()
+			time.Sleep(120 * time.Millisecond) // let the hung module return
+		}
+		if conc.Max() != 1 {
+			t.Errorf("hung module ran %d times concurrently", conc.Max())
+		}
+	})
 }

@@ -107,7 +107,7 @@ func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time, g *gri
 			break
 		}
 		if ks := g.sleeper(ctx, e); ks != nil {
-			g.sleep(ks, d)
+			g.sleep(ks, t)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -168,10 +168,10 @@ func (g *gridTimer) sleeper(ctx context.Context, e *Engine) *ktimer.Sleeper {
 	return ks
 }
 
-// sleep sleeps d on ks. A timer that fails is released (the caller goes on on Go timers);
-// an interrupted sleep returns early (ctx has ended).
-func (g *gridTimer) sleep(ks *ktimer.Sleeper, d time.Duration) {
-	switch err := ks.Sleep(d); {
+// sleep sleeps on ks until t. A timer that fails is released (the caller goes on on Go
+// timers); an interrupted sleep returns early (ctx has ended).
+func (g *gridTimer) sleep(ks *ktimer.Sleeper, t time.Time) {
+	switch err := ks.SleepUntil(t); {
 	case err == nil:
 		g.waits++
 	case !errors.Is(err, ktimer.ErrInterrupted):

@@ -448,15 +448,15 @@ func (e *Engine) kernelTimer() *ktimer.Timer {
 // is the real one, the system has them, and none failed (or was refused) before.
 func (e *Engine) mayKernelTimer() bool { return e.realClock && ktimer.Supported && !e.ktNone }
 
-// kernelWait sleeps d, the last stretch of a coarse wait, on the kernel timer, or until
-// the segment hands a tier back (ended). slept is false if there is no kernel timer to
-// sleep on: the caller then waits on its Go timer.
-func (e *Engine) kernelWait(seg *segment, d time.Duration) (slept, ended bool) {
+// kernelWait sleeps until at, the end of a coarse wait, on the kernel timer, or until the
+// segment hands a tier back (ended). slept is false if there is no kernel timer to sleep
+// on: the caller then waits on its Go timer.
+func (e *Engine) kernelWait(seg *segment, at time.Time) (slept, ended bool) {
 	kt := e.kernelTimer()
 	if kt == nil {
 		return false, false
 	}
-	if kt.Arm(d) != nil {
+	if kt.ArmAt(at) != nil {
 		e.dropKernelTimer()
 		return false, false
 	}
@@ -527,7 +527,7 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 		if d > 0 && !precise && e.mayKernelTimer() {
 			if d > kernelMargin {
 				d -= kernelMargin // the Go timer's part, ending kernelMargin early
-			} else if slept, ended := e.kernelWait(seg, d); ended {
+			} else if slept, ended := e.kernelWait(seg, now.Add(d)); ended {
 				return seg.end, false
 			} else if slept {
 				now = e.clock.Now()

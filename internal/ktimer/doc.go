@@ -9,6 +9,10 @@
 // while it waits. Arming and disarming it are a system call each, so a caller sleeps the
 // bulk of a long wait on a Go timer and only its last milliseconds on a Timer.
 //
+// Both are armed for a time, not for a length: the kernel keeps the absolute expiry, so a
+// thread that gets to the system call late (preempted by the OS, or its goroutine by the
+// runtime) does not make the timer late.
+//
 // A Timer's expiry is read by a goroutine of its own and handed over on a channel, so that
 // the wait can be selected on with other events. A Sleeper is read by the waiting goroutine
 // itself, which the poller then wakes directly; another goroutine can interrupt its sleep.

@@ -9,5 +9,5 @@ var ErrUnsupported = errors.New("kernel timers are supported on Linux only")
 // thread sleeps in the kernel (time.Now inside a testing/synctest bubble).
 var ErrVirtual = errors.New("the clock is virtual: it stands still while the kernel's time moves")
 
-// ErrInterrupted is returned by Sleeper.Sleep once the Sleeper has been interrupted.
+// ErrInterrupted is returned by Sleeper.SleepUntil once the Sleeper has been interrupted.
 var ErrInterrupted = errors.New("kernel timer sleep interrupted")

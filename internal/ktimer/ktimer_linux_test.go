@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -36,30 +37,69 @@ func open[T interface{ Close() error }](t *testing.T, mk func(func() time.Time) 
 
 func newTimer(t *testing.T) *Timer { t.Helper(); return open(t, New) }
 
-// The kernel never ends a timer early: the signal comes no sooner than d after Arm.
-func TestArmFiresNotEarly(t *testing.T) {
+// The kernel never ends a timer early: the signal comes no sooner than the time armed for.
+func TestArmAtFiresNotEarly(t *testing.T) {
 	kt := newTimer(t)
-	for _, d := range []time.Duration{0, 300 * time.Microsecond, 2 * time.Millisecond} {
-		start := time.Now()
-		if err := kt.Arm(d); err != nil {
-			t.Fatalf("Arm(%v): %v", d, err)
+	for _, d := range []time.Duration{-time.Hour, 0, 300 * time.Microsecond, 2 * time.Millisecond} {
+		at := time.Now().Add(d)
+		if err := kt.ArmAt(at); err != nil {
+			t.Fatalf("ArmAt(now%+v): %v", d, err)
 		}
 		if !within(kt.C(), 5*time.Second) {
-			t.Fatalf("Arm(%v): no signal within 5 s", d)
+			t.Fatalf("ArmAt(now%+v): no signal within 5 s", d)
 		}
-		if got := time.Since(start); got < d {
-			t.Errorf("Arm(%v): signalled after %v, before the timer was due", d, got)
+		if now := time.Now(); now.Before(at) {
+			t.Errorf("ArmAt(now%+v): signalled %v before the time armed for", d, at.Sub(now))
 		}
 	}
 }
 
-// Arm replaces an earlier arming: a timer armed for an hour, then for 1 ms, fires now.
-func TestArmReplaces(t *testing.T) {
+// remaining returns the time left until the timerfd expires, as the kernel has it.
+func remaining(t *testing.T, x *tfd) time.Duration {
+	t.Helper()
+	var cur unix.ItimerSpec
+	var err error
+	if cerr := x.rc.Control(func(fd uintptr) { err = unix.TimerfdGettime(int(fd), &cur) }); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil {
+		t.Fatalf("timerfd_gettime: %v", err)
+	}
+	return time.Duration(cur.Value.Nano())
+}
+
+// The kernel keeps the time armed for, not a length: a thread that gets to the system call
+// late (here 200 ms late, as if the OS had preempted it on its way) does not make the timer
+// late. Armed for a length computed before that delay, it would expire 200 ms after the
+// time armed for.
+func TestArmAtKeepsTheTime(t *testing.T) {
 	kt := newTimer(t)
-	if err := kt.Arm(time.Hour); err != nil {
+	at := time.Now().Add(time.Hour)
+	testHookSettime = func() { <-time.After(200 * time.Millisecond) } // real time: the kernel's clock moves
+	err := kt.ArmAt(at)
+	testHookSettime = nil
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kt.Arm(time.Millisecond); err != nil {
+	got, want := remaining(t, &kt.tfd), time.Until(at)
+	if diff := (got - want).Abs(); diff > 50*time.Millisecond {
+		t.Fatalf("kernel expiry in %v, want %v (the time armed for), off by %v", got, want, diff)
+	}
+	if err := kt.Disarm(); err != nil {
+		t.Fatal(err)
+	}
+	if got := remaining(t, &kt.tfd); got != 0 {
+		t.Fatalf("after Disarm the kernel has it expire in %v, want disarmed", got)
+	}
+}
+
+// ArmAt replaces an earlier arming: a timer armed for an hour on, then for 1 ms on, fires now.
+func TestArmAtReplaces(t *testing.T) {
+	kt := newTimer(t)
+	if err := kt.ArmAt(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := kt.ArmAt(time.Now().Add(time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if !within(kt.C(), 5*time.Second) {
@@ -70,7 +110,7 @@ func TestArmReplaces(t *testing.T) {
 // Disarm stops a timer before it expires, and takes a signal already left on C.
 func TestDisarm(t *testing.T) {
 	kt := newTimer(t)
-	if err := kt.Arm(5 * time.Millisecond); err != nil {
+	if err := kt.ArmAt(time.Now().Add(5 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 	if err := kt.Disarm(); err != nil {
@@ -99,7 +139,7 @@ func TestClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kt.Arm(time.Hour); err != nil {
+	if err := kt.ArmAt(time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if err := kt.Close(); err != nil {
@@ -108,8 +148,8 @@ func TestClose(t *testing.T) {
 	if _, ok := <-kt.C(); ok {
 		t.Fatal("C delivered a value after Close")
 	}
-	if err := kt.Arm(time.Millisecond); err == nil {
-		t.Fatal("Arm after Close: no error")
+	if err := kt.ArmAt(time.Now()); err == nil {
+		t.Fatal("ArmAt after Close: no error")
 	}
 }
 
@@ -130,16 +170,17 @@ func TestVirtualClockRefused(t *testing.T) {
 
 func newSleeper(t *testing.T) *Sleeper { t.Helper(); return open(t, NewSleeper) }
 
-// A Sleeper's sleep never ends early, however short, and it can sleep again at once.
+// A Sleeper's sleep never ends early, however short, and it can sleep again at once; a
+// time that has passed ends it at once.
 func TestSleeperSleepsNotEarly(t *testing.T) {
 	s := newSleeper(t)
-	for _, d := range []time.Duration{0, 300 * time.Microsecond, 2 * time.Millisecond, time.Millisecond} {
-		start := time.Now()
-		if err := s.Sleep(d); err != nil {
-			t.Fatalf("Sleep(%v): %v", d, err)
+	for _, d := range []time.Duration{-time.Hour, 0, 300 * time.Microsecond, 2 * time.Millisecond, time.Millisecond} {
+		at := time.Now().Add(d)
+		if err := s.SleepUntil(at); err != nil {
+			t.Fatalf("SleepUntil(now%+v): %v", d, err)
 		}
-		if got := time.Since(start); got < d {
-			t.Errorf("Sleep(%v) returned after %v", d, got)
+		if now := time.Now(); now.Before(at) {
+			t.Errorf("SleepUntil(now%+v) returned %v early", d, at.Sub(now))
 		}
 	}
 }
@@ -153,8 +194,8 @@ func TestSleeperClosedAndVirtual(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Sleep(time.Millisecond); err == nil {
-		t.Error("Sleep on a closed Sleeper: no error")
+	if err := s.SleepUntil(time.Now()); err == nil {
+		t.Error("SleepUntil on a closed Sleeper: no error")
 	}
 	synctest.Test(t, func(t *testing.T) {
 		if _, err := NewSleeper(time.Now); !errors.Is(err, ErrVirtual) {
@@ -168,18 +209,18 @@ func TestSleeperInterrupt(t *testing.T) {
 	s := newSleeper(t)
 	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- s.Sleep(time.Hour) }()
+	go func() { done <- s.SleepUntil(time.Now().Add(time.Hour)) }()
 	s.Interrupt() // before or during the sleep: either way it ends it
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrInterrupted) {
-			t.Fatalf("Sleep: %v, want ErrInterrupted", err)
+			t.Fatalf("SleepUntil: %v, want ErrInterrupted", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("an hour's sleep not interrupted within 5 s")
 	}
-	if err := s.Sleep(time.Hour); !errors.Is(err, ErrInterrupted) {
-		t.Fatalf("Sleep after Interrupt: %v, want ErrInterrupted", err)
+	if err := s.SleepUntil(time.Now().Add(time.Hour)); !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("SleepUntil after Interrupt: %v, want ErrInterrupted", err)
 	}
 	t.Logf("interrupted after %v", time.Since(start))
 }

@@ -16,8 +16,8 @@ func New(now func() time.Time) (*Timer, error) { return nil, ErrUnsupported }
 // C returns nil.
 func (t *Timer) C() <-chan struct{} { return nil }
 
-// Arm returns ErrUnsupported.
-func (t *Timer) Arm(d time.Duration) error { return ErrUnsupported }
+// ArmAt returns ErrUnsupported.
+func (t *Timer) ArmAt(at time.Time) error { return ErrUnsupported }
 
 // Disarm returns ErrUnsupported.
 func (t *Timer) Disarm() error { return ErrUnsupported }
@@ -32,8 +32,8 @@ type Sleeper struct{}
 // NewSleeper returns ErrUnsupported: timerfd is Linux's.
 func NewSleeper(now func() time.Time) (*Sleeper, error) { return nil, ErrUnsupported }
 
-// Sleep returns ErrUnsupported.
-func (s *Sleeper) Sleep(d time.Duration) error { return ErrUnsupported }
+// SleepUntil returns ErrUnsupported.
+func (s *Sleeper) SleepUntil(at time.Time) error { return ErrUnsupported }
 
 // Interrupt does nothing.
 func (s *Sleeper) Interrupt() {}

@@ -113,8 +113,8 @@ func (t *tfd) disarm() error {
 // absolute time, so a thread that gets to the system call late (the OS preempted it, or
 // the runtime its goroutine) does not make the timer late, as it would a relative arming:
 // traced under 64 long-polling HTTP clients on two vCPUs, 4 of 790 coarse ticks of a
-// 100 Hz daemon started 0.5–3.1 ms late because their grid wait had been armed that long
-// after its length was computed (BENCHMARKS.md, "What moves the coarse start under
+// 100 Hz daemon started 0.6–3.3 ms late because their grid wait had been armed to expire
+// 0.5–3.2 ms after the grid point (BENCHMARKS.md, "What moves the coarse start under
 // long-polling").
 func (t *tfd) armAt(at time.Time) error {
 	t.spec.Value = unix.NsecToTimespec(max(t.kbase+int64(at.Sub(t.base)), 1)) // 0 would disarm it

@@ -190,7 +190,8 @@ func NewSleeper(now func() time.Time) (*Sleeper, error) {
 }
 
 // SleepUntil blocks the calling goroutine, parked in the runtime's poller, until at (a
-// time on the clock given to NewSleeper; at once if it has passed), or until Interrupt
+// time read from the clock given to NewSleeper, or derived from one with Add, so that it
+// carries a monotonic reading; at once if it has passed), or until Interrupt
 // (ErrInterrupted). The kernel never ends it early.
 func (s *Sleeper) SleepUntil(at time.Time) error {
 	if err := s.armAt(at); err != nil {
@@ -243,8 +244,9 @@ func (t *Timer) read() {
 // closed when the timer can fire no more (Close, or an error reading the timerfd).
 func (t *Timer) C() <-chan struct{} { return t.c }
 
-// ArmAt makes the timer expire at at, a time on the clock given to New (at once if it has
-// passed), replacing any earlier arming, and takes a value left on C.
+// ArmAt makes the timer expire at at, a time read from the clock given to New or derived
+// from one with Add (so that it carries a monotonic reading; at once if it has passed),
+// replacing any earlier arming, and takes a value left on C.
 func (t *Timer) ArmAt(at time.Time) error {
 	t.drain()
 	return t.armAt(at)

@@ -20,8 +20,8 @@ type tfd struct {
 	rc    syscall.RawConn
 	base  time.Time       // a time on the clock given to open ...
 	kbase int64           // ... and the kernel's CLOCK_MONOTONIC then, in ns (see calibrate)
-	spec  unix.ItimerSpec // set's argument, kept here with set's result so that set allocates nothing
-	flags uintptr         // set's flags: 0 (spec is relative) or TFD_TIMER_ABSTIME
+	spec  unix.ItimerSpec // settime's argument, kept here with its result so that settime allocates nothing
+	flags uintptr         // settime's flags: 0 (disarm) or TFD_TIMER_ABSTIME
 	serr  error
 	setf  func(fd uintptr)
 	b     [8]byte // the expiry count read by readf, which only says that the timer expired

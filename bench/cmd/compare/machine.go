@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cycled/cycled/bench/stats"
 )
 
 type machine struct {
@@ -21,6 +23,9 @@ type machine struct {
 	Python     string `json:"python"`
 	Date       string `json:"date"`
 	Commit     string `json:"commit"`
+	// WakeUs is the median time, in µs, of a close of a channel that readies a parked
+	// goroutine while the other Ps are idle (see wakeCost); 0 with one P.
+	WakeUs float64 `json:"wake_idle_p_us"`
 }
 
 func describeMachine() machine {
@@ -42,7 +47,36 @@ func describeMachine() machine {
 	if b, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
 		m.Commit = strings.TrimSpace(string(b))
 	}
+	if m.GOMAXPROCS > 1 {
+		m.WakeUs = wakeCost(101)
+	}
 	return m
+}
+
+// wakeCost returns the median time, in µs, that the close of a channel takes when it
+// readies a goroutine parked on it while every other P is idle: the Go runtime then wakes
+// an idle P's thread (runtime.wakep) inside the close, before the closing goroutine goes
+// on. This is the hand-off that ends every tick of cycled's engine (its runner readies the
+// caller), and its cost is the machine's: a futex wake of a thread whose vCPU has gone
+// idle, which on a virtual machine whose idle vCPUs halt at once is an inter-processor
+// interrupt through the hypervisor. Each of n trials sleeps 1 ms and then works (reads the
+// clock) for 200 µs before the close, as a tick's runner does: the other threads have gone
+// back to sleep by then (right after a sleep the runtime has often woken one already).
+func wakeCost(n int) float64 {
+	us := make([]float64, 0, n)
+	for range n {
+		ch := make(chan struct{})
+		done := make(chan struct{})
+		go func() { <-ch; close(done) }()
+		time.Sleep(time.Millisecond)
+		for t := time.Now(); time.Since(t) < 200*time.Microsecond; { // work, as a tick's runner does
+		}
+		t0 := time.Now()
+		close(ch)
+		us = append(us, float64(time.Since(t0).Nanoseconds())/1e3)
+		<-done
+	}
+	return stats.Median(us)
 }
 
 // cpuSnap is a snapshot of the machine's busy CPU time and of this harness's own (this

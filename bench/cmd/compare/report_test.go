@@ -90,3 +90,16 @@ func TestHTTPTargets(t *testing.T) {
 		t.Errorf("HTTP table lacks the six rows of the runs without the read limit:\n%s", table)
 	}
 }
+
+// TestMachineWake: the machine block reports the cost of waking an idle P's thread when
+// it was measured (more than one P), and says nothing of it otherwise.
+func TestMachineWake(t *testing.T) {
+	r := &results{Machine: machine{NumCPU: 2, GOMAXPROCS: 2, WakeUs: 8.44}, Wall: map[string]string{}}
+	if got := renderMachine(r); !strings.Contains(got, "cycled's ticks): 8.4 µs\n") {
+		t.Errorf("wake cost missing from the machine block:\n%s", got)
+	}
+	r.Machine.GOMAXPROCS, r.Machine.WakeUs = 1, 0
+	if got := renderMachine(r); strings.Contains(got, "waking") {
+		t.Errorf("wake cost reported with one P:\n%s", got)
+	}
+}

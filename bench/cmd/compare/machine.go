@@ -23,9 +23,11 @@ type machine struct {
 	Python     string `json:"python"`
 	Date       string `json:"date"`
 	Commit     string `json:"commit"`
-	// WakeUs is the median time, in µs, of a close of a channel that readies a parked
-	// goroutine while the other Ps are idle (see wakeCost); 0 with one P.
-	WakeUs float64 `json:"wake_idle_p_us"`
+	// WakeUs and WakeEndUs are the median time, in µs, of a close of a channel that
+	// readies a parked goroutine while the other Ps are idle (see wakeCost), measured at
+	// the run's start and at its end; 0 with one P.
+	WakeUs    float64 `json:"wake_idle_p_us"`
+	WakeEndUs float64 `json:"wake_idle_p_end_us"`
 }
 
 func describeMachine() machine {
@@ -48,9 +50,21 @@ func describeMachine() machine {
 		m.Commit = strings.TrimSpace(string(b))
 	}
 	if m.GOMAXPROCS > 1 {
-		m.WakeUs = wakeCost(101)
+		m.WakeUs = wakeProbe()
 	}
 	return m
+}
+
+// wakeProbe runs wakeCost in a child process (0 if it fails): a fresh process with a small
+// heap, as the harness's own background work (sweeping, scavenging after a section) can
+// keep the other P busy and make the wake-up look free.
+func wakeProbe() float64 {
+	var us float64
+	if err := runChild(&us, nil, "-child", "wake"); err != nil {
+		logf("wake-up probe: %v", err)
+		return 0
+	}
+	return us
 }
 
 // wakeCost returns the median time, in µs, that the close of a channel takes when it

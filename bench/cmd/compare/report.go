@@ -452,7 +452,11 @@ func renderMachine(r *results) string {
 	fmt.Fprintf(&b, "- date: %s; commit %s\n- machine: %d CPUs (nproc; GOMAXPROCS %d), %s, Linux %s\n- Go %s; Python %s; failsafe-go v0.9.8\n",
 		m.Date, m.Commit, m.NumCPU, m.GOMAXPROCS, m.CPU, m.Kernel, m.Go, m.Python)
 	if m.WakeUs > 0 {
-		fmt.Fprintf(&b, "- waking a parked goroutine while the other CPUs idle (a channel's close after 200 µs of work, median of 101; the hand-off that ends each of cycled's ticks): %.1f µs\n", m.WakeUs)
+		end := ""
+		if m.WakeEndUs > 0 {
+			end = fmt.Sprintf(", %.1f µs at its end", m.WakeEndUs)
+		}
+		fmt.Fprintf(&b, "- waking a parked goroutine while the other CPUs idle (a channel's close after 200 µs of work, median of 101; the hand-off that ends each of cycled's ticks): %.1f µs at the run's start%s\n", m.WakeUs, end)
 	}
 	fmt.Fprintf(&b, "- command: `make bench-compare`, i.e. `%s` (%d repetitions%s)\n", r.Command, r.Reps, map[bool]string{true: ", -quick: development numbers", false: ""}[r.Quick])
 	var parts []string

@@ -94,9 +94,13 @@ func TestHTTPTargets(t *testing.T) {
 // TestMachineWake: the machine block reports the cost of waking an idle P's thread when
 // it was measured (more than one P), and says nothing of it otherwise.
 func TestMachineWake(t *testing.T) {
-	r := &results{Machine: machine{NumCPU: 2, GOMAXPROCS: 2, WakeUs: 8.44}, Wall: map[string]string{}}
-	if got := renderMachine(r); !strings.Contains(got, "cycled's ticks): 8.4 µs\n") {
+	r := &results{Machine: machine{NumCPU: 2, GOMAXPROCS: 2, WakeUs: 8.44, WakeEndUs: 0.51}, Wall: map[string]string{}}
+	if got := renderMachine(r); !strings.Contains(got, "cycled's ticks): 8.4 µs at the run's start, 0.5 µs at its end\n") {
 		t.Errorf("wake cost missing from the machine block:\n%s", got)
+	}
+	r.Machine.WakeEndUs = 0 // a run that did not finish
+	if got := renderMachine(r); !strings.Contains(got, "cycled's ticks): 8.4 µs at the run's start\n") {
+		t.Errorf("wake cost at the start missing from the machine block:\n%s", got)
 	}
 	r.Machine.GOMAXPROCS, r.Machine.WakeUs = 1, 0
 	if got := renderMachine(r); strings.Contains(got, "waking") {

@@ -107,3 +107,35 @@ func TestMachineWake(t *testing.T) {
 		t.Errorf("wake cost reported with one P:\n%s", got)
 	}
 }
+
+// TestPeerRatioTargets: B and C are judged on the median of the per-repetition ratios,
+// shown with a decimal, so that a ratio just under its bound does not read as the bound.
+func TestPeerRatioTargets(t *testing.T) {
+	sample := func(name string, rep int, mean float64) costSample {
+		return costSample{Contender: name, N: 500, Rep: rep, MeanUs: mean}
+	}
+	var cost []costSample
+	for rep, b := range []float64{1960, 2100, 1900} { // B ÷ cycled: 19.6, 21, 19
+		cost = append(cost, sample(cEngine, rep+1, 100), sample(cFailsafe, rep+1, b), sample(cPython, rep+1, 100*b/10))
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(renderTargets(&results{Cost: cost}), "\n") {
+		if cells := strings.Split(line, " | "); len(cells) == 3 {
+			rows[strings.TrimPrefix(cells[0], "| ")] = cells[1] + " | " + strings.TrimSuffix(cells[2], " |")
+		}
+	}
+	for target, want := range map[string]string{
+		"≥ 20× cheaper than B at N=500":  "B ÷ cycled = 19.6× | **missed**",
+		"≥ 200× cheaper than C at N=500": "C ÷ cycled = 196.0× | **missed**",
+	} {
+		if got := rows[target]; got != want {
+			t.Errorf("%s: %q, want %q", target, got, want)
+		}
+	}
+	cost[1].MeanUs = 2000 // B in repetition 1: the median ratio is now 20.0
+	for _, line := range strings.Split(renderTargets(&results{Cost: cost}), "\n") {
+		if strings.HasPrefix(line, "| ≥ 20× cheaper than B") && !strings.HasSuffix(line, "B ÷ cycled = 20.0× | **met** |") {
+			t.Errorf("at the bound: %s", line)
+		}
+	}
+}

@@ -131,7 +131,7 @@ func main() {
 	})
 	flag.StringVar(&o.only, "only", "", "tick cost: run only this contender (cycled, A, B, C; development)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (the parent process) here")
-	flag.StringVar(&child, "child", "", "internal: run one child measurement (period, memory, httpload)")
+	flag.StringVar(&child, "child", "", "internal: run one child measurement (period, memory, httpload, wake)")
 	flag.StringVar(&cont, "contender", "", "internal: child's contender")
 	flag.IntVar(&hz, "hz", 100, "internal: child's rate")
 	flag.IntVar(&n, "n", 500, "internal: child's module count")

@@ -49,16 +49,18 @@ func describeMachine() machine {
 	if b, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
 		m.Commit = strings.TrimSpace(string(b))
 	}
-	if m.GOMAXPROCS > 1 {
-		m.WakeUs = wakeProbe()
-	}
+	m.WakeUs = wakeProbe()
 	return m
 }
 
-// wakeProbe runs wakeCost in a child process (0 if it fails): a fresh process with a small
-// heap, as the harness's own background work (sweeping, scavenging after a section) can
-// keep the other P busy and make the wake-up look free.
+// wakeProbe runs wakeCost in a child process (0 if it fails, or with one P, where there is
+// no other P to wake): a fresh process with a small heap, as the harness's own background
+// work (sweeping, scavenging after a section) can keep the other P busy and make the
+// wake-up look free.
 func wakeProbe() float64 {
+	if runtime.GOMAXPROCS(0) < 2 {
+		return 0
+	}
 	var us float64
 	if err := runChild(&us, nil, "-child", "wake"); err != nil {
 		logf("wake-up probe: %v", err)
@@ -73,17 +75,18 @@ func wakeProbe() float64 {
 // on. This is the hand-off that ends every tick of cycled's engine (its runner readies the
 // caller), and its cost is the machine's: a futex wake of a thread whose vCPU has gone
 // idle, which on a virtual machine whose idle vCPUs halt at once is an inter-processor
-// interrupt through the hypervisor. Each of n trials sleeps 1 ms and then works (reads the
-// clock) for 200 µs before the close, as a tick's runner does: the other threads have gone
-// back to sleep by then (right after a sleep the runtime has often woken one already).
-func wakeCost(n int) float64 {
-	us := make([]float64, 0, n)
-	for range n {
+// interrupt through the hypervisor. Each of wakeTrials trials sleeps 1 ms and then works
+// (reads the clock) for wakeWork before the close, as a tick's runner does: the other
+// threads have gone back to sleep by then (right after a sleep the runtime has often woken
+// one already).
+func wakeCost() float64 {
+	us := make([]float64, 0, wakeTrials)
+	for range wakeTrials {
 		ch := make(chan struct{})
 		done := make(chan struct{})
 		go func() { <-ch; close(done) }()
 		time.Sleep(time.Millisecond)
-		for t := time.Now(); time.Since(t) < 200*time.Microsecond; { // work, as a tick's runner does
+		for t := time.Now(); time.Since(t) < wakeWork; { // work, as a tick's runner does
 		}
 		t0 := time.Now()
 		close(ch)
@@ -92,6 +95,12 @@ func wakeCost(n int) float64 {
 	}
 	return stats.Median(us)
 }
+
+// The wake-up probe's trials, and the work before each close (see wakeCost).
+const (
+	wakeTrials = 101
+	wakeWork   = 200 * time.Microsecond
+)
 
 // cpuSnap is a snapshot of the machine's busy CPU time and of this harness's own (this
 // process, its waited-for children and the Python sketch while it runs).

@@ -155,7 +155,7 @@ func main() {
 		childLoad(url, 64, dur, longPoll)
 		return
 	case "wake":
-		if err := json.NewEncoder(os.Stdout).Encode(wakeCost(101)); err != nil {
+		if err := json.NewEncoder(os.Stdout).Encode(wakeCost()); err != nil {
 			fatalf("%v", err)
 		}
 		return
@@ -221,9 +221,7 @@ func main() {
 		res.HTTP = runHTTP(&o)
 	})
 	res.Wall["total"] = time.Since(t0).Round(100 * time.Millisecond).String()
-	if res.Machine.GOMAXPROCS > 1 {
-		res.Machine.WakeEndUs = wakeProbe() // again: what the other vCPU does at the time decides it
-	}
+	res.Machine.WakeEndUs = wakeProbe() // again: what the other vCPU does at the time decides it
 	logf("total %s", res.Wall["total"])
 
 	rep := render(&res, o.sections)

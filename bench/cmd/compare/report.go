@@ -457,7 +457,8 @@ func renderMachine(r *results) string {
 		if m.WakeEndUs > 0 {
 			end = fmt.Sprintf(", %.1f µs at its end", m.WakeEndUs)
 		}
-		fmt.Fprintf(&b, "- waking a parked goroutine while the other CPUs idle (a channel's close after 200 µs of work, median of 101; the hand-off that ends each of cycled's ticks): %.1f µs at the run's start%s\n", m.WakeUs, end)
+		fmt.Fprintf(&b, "- waking a parked goroutine while the other CPUs idle (a channel's close after %d µs of work, median of %d; the hand-off that ends each of cycled's ticks): %.1f µs at the run's start%s\n",
+			wakeWork.Microseconds(), wakeTrials, m.WakeUs, end)
 	}
 	fmt.Fprintf(&b, "- command: `make bench-compare`, i.e. `%s` (%d repetitions%s)\n", r.Command, r.Reps, map[bool]string{true: ", -quick: development numbers", false: ""}[r.Quick])
 	var parts []string

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/blackboard"
+	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/tiers"
@@ -312,7 +313,7 @@ func TestPhaseBusyBit(t *testing.T) {
 				tr := e.newTierRun(seg, 0, time.Now())
 				switch s.do {
 				case "run":
-					if _, did := tr.process(0, time.Now()); did != finished {
+					if _, did := tr.process(0, clock.StampAt(time.Now())); did != finished {
 						t.Fatalf("step %d: process did %d", k, did)
 					}
 				case "start": // admitted and handed to its own goroutine, which has not returned
@@ -325,7 +326,7 @@ func TestPhaseBusyBit(t *testing.T) {
 				case "deadline", "missed":
 					tr.settleAtDeadline()
 				case "return":
-					w.execute(first, time.Time{})
+					w.execute(first, clock.Stamp{})
 				}
 				if s.do == "run" || s.do == "deadline" || s.do == "missed" {
 					if got := tr.l.recs[rt.idx].status; got != s.status {
@@ -358,8 +359,8 @@ func TestPhaseBusyBitRace(t *testing.T) {
 		next := e.newTierRun(seg, 0, time.Now())
 		var wg sync.WaitGroup
 		var did int
-		wg.Go(func() { w.execute(first, time.Time{}) })
-		wg.Go(func() { _, did = next.process(0, time.Now()) })
+		wg.Go(func() { w.execute(first, clock.Stamp{}) })
+		wg.Go(func() { _, did = next.process(0, clock.StampAt(time.Now())) })
 		wg.Wait()
 		if did == dispatched {
 			// A slow run (a loaded machine) moved the module to its own goroutine: the
@@ -400,7 +401,7 @@ func TestModuleReachedLate(t *testing.T) {
 				tr.ctx.expire()
 			}
 			rt := tr.mods[0]
-			tr.process(0, start.Add(c.at))
+			tr.process(0, clock.StampAt(start.Add(c.at)))
 			if got := tr.l.recs[rt.idx].status; got != c.want {
 				t.Fatalf("status %d, want %d", got, c.want)
 			}
@@ -473,7 +474,7 @@ func TestExceptionRecordedBeforeDone(t *testing.T) {
 	for tick := uint64(1); tick <= 300; tick++ {
 		seg := newSegment(st, tick, false)
 		tr := e.newTierRun(seg, 0, seg.tickStart)
-		go tr.process(0, seg.tickStart)
+		go tr.process(0, clock.StampAt(seg.tickStart))
 		for v := w.phase.Load(); phaseTick(v) != tick || phaseState(v) != phDone; v = w.phase.Load() {
 			runtime.Gosched()
 		}

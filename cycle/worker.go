@@ -61,6 +61,10 @@ const (
 	// it had made them 11–16% longer; modules that compute for 1–10 µs gain 6–58%
 	// (BenchmarkTickWork).
 	helpWork = 50 * time.Microsecond
+	// reanchor is how long a runner times modules one after another from the processor's
+	// counter before it reads the clock again: the counter's calibrated rate may be off
+	// by NTP's slewing (500 ppm), which over a millisecond is half a µs.
+	reanchor = time.Millisecond
 )
 
 // The states of a phase word: its low three bits. Bit 3 (busyBit) is set while the
@@ -606,7 +610,7 @@ func (w *worker) stop() {
 func (w *worker) loop(ch chan *tierRun) {
 	defer w.e.workersWG.Done()
 	for tr := range ch {
-		w.execute(tr, time.Time{})
+		w.execute(tr, clock.Stamp{})
 		tr.finish(1, false)
 	}
 }
@@ -638,9 +642,9 @@ func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
 	return true
 }
 
-// process admits module j of tr and runs it inline or dispatches it. It returns the time
-// the work ended (for the next module's start) and what it did.
-func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
+// process admits module j of tr and runs it inline or dispatches it. t is when its work
+// starts; it returns when the work ended (for the next module's start) and what it did.
+func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 	rt := tr.mods[j]
 	w := rt.w
 	var busy uint64
@@ -705,9 +709,9 @@ func (tr *tierRun) process(j int, t time.Time) (time.Time, int) {
 
 // execute runs the module once under the tier's retry budget. If the run is still owned
 // (not abandoned), it commits a success and fills the module's summary line, leaving
-// anything but a plain success to the engine. start is the time the run starts if the
+// anything but a plain success to the engine. at is the time the run starts if the
 // caller knows it (zero: read the clock); it returns the time the run ended.
-func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
+func (w *worker) execute(tr *tierRun, at clock.Stamp) clock.Stamp {
 	rt := w.mod.Load()
 	if w.inFor != rt { // a new runtime (first run, or a reload): check the input still fits
 		if w.inFor == nil || !sameModule(w.m, rt.mod) || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
@@ -716,9 +720,10 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 		}
 		w.inFor = rt
 	}
-	if start.IsZero() {
-		start = w.e.clock.Now()
+	if at.IsZero() {
+		at = clock.NewStamp(w.e.clock)
 	}
+	start := at.Time()
 	w.in.Begin(tr.tick, tr.deadline)
 	// r.value is left as the last run left it: only a successful attempt sets it, and only a
 	// success reads it. Writing a pointer costs a write barrier while the collector marks.
@@ -734,10 +739,11 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	} else {
 		r.res = w.e.runner.RunFrom(tr.ctx, start, tr.budget(rt), w.attemptFn)
 	}
-	// The run's length from the monotonic clock only (clock.Since: half a time.Now on a
-	// VM's clock source), read once for its latency, its speed and its end.
-	d := clock.Since(w.e.clock, start)
-	end := start.Add(d)
+	// The run's length, read once for its latency, its speed and its end: from the
+	// processor's counter where the kernel keeps time with it, else from the monotonic
+	// clock only (clock.Elapsed).
+	d, endAt := clock.Elapsed(w.e.clock, at)
+	end := endAt.Time()
 	r.readStale = w.in.ReadStale()
 	f := w.fast.Load()
 	if nf := nextFast(f, d, r.res.Attempts); nf != f {
@@ -752,7 +758,7 @@ func (w *worker) execute(tr *tierRun, start time.Time) time.Time {
 	} else {
 		w.clearBusy() // abandoned: the late result is discarded
 	}
-	return end
+	return endAt
 }
 
 // succeeded sets the result of a run whose first attempt succeeded, field by field:
@@ -938,10 +944,17 @@ func (p *pool) loop(r *runner) {
 // over those claimed by stuck runners). It returns the next tier of the segment if this
 // runner finished tr clean and started it.
 func (p *pool) drain(tr *tierRun, sweep bool) (next *tierRun) {
-	t := p.e.clock.Now()
+	// Each module's run starts when the one before ended (one clock read a module), from
+	// a stamp read at most reanchor before on the clock itself (see clock.Stamp).
+	t := clock.NewStamp(p.e.clock)
+	anchor := t.Time()
 	n := 0
 	scaled := sweep // sweepers are woken by the stall check, which decides their number
 	for i, k, ok := tr.claim(); ok; i, k, ok = tr.claim() {
+		if t.Time().Sub(anchor) > reanchor {
+			t = clock.NewStamp(p.e.clock)
+			anchor = t.Time()
+		}
 		t0 := t
 		a := 0
 		for j := i; j < k; j++ {
@@ -957,7 +970,7 @@ func (p *pool) drain(tr *tierRun, sweep bool) (next *tierRun) {
 		tr.admit(int64(a))
 		if !scaled {
 			scaled = true
-			tr.scale(t.Sub(t0) / time.Duration(k-i))
+			tr.scale(t.Time().Sub(t0.Time()) / time.Duration(k-i))
 		}
 		if n >= 64 {
 			if nx := tr.finish(n, true); nx != nil {

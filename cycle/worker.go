@@ -728,21 +728,31 @@ func (w *worker) execute(tr *tierRun, at clock.Stamp) clock.Stamp {
 	// r.value is left as the last run left it: only a successful attempt sets it, and only a
 	// success reads it. Writing a pointer costs a write barrier while the collector marks.
 	r := &w.res
-	if start.Before(tr.deadline) && tr.ctx.Err() == nil {
-		// The checks RunFrom makes before the first attempt: the first attempt is made
-		// here, and the runner is entered only to retry (a tenth of a trivial module's run).
-		if err := w.attempt(tr.ctx, 1); err == nil {
-			r.succeeded()
-		} else {
-			r.res = w.e.runner.RunAfter(tr.ctx, tr.budget(rt), w.attemptFn, err)
-		}
-	} else {
-		r.res = w.e.runner.RunFrom(tr.ctx, start, tr.budget(rt), w.attemptFn)
-	}
 	// The run's length, read once for its latency, its speed and its end: from the
 	// processor's counter where the kernel keeps time with it, else from the monotonic
 	// clock only (clock.Elapsed).
-	d, endAt := clock.Elapsed(w.e.clock, at)
+	var d time.Duration
+	var endAt clock.Stamp
+	if start.Before(tr.deadline) && tr.ctx.Err() == nil {
+		// The checks RunFrom makes before the first attempt: the first attempt is made
+		// here, and the runner is entered only to retry (a tenth of a trivial module's run).
+		err := w.attempt(tr.ctx, 1)
+		d, endAt = clock.Elapsed(w.e.clock, at)
+		if err != nil {
+			// The retry budget decides from the end of the attempt whether the deadline
+			// had passed. With one attempt allowed it neither retries nor waits, and the
+			// run ended there; otherwise it may have done both.
+			r.res = w.e.runner.RunAfterAt(tr.ctx, tr.budget(rt), w.attemptFn, err, endAt.Time())
+			if rt.planned.Attempts > 1 {
+				d, endAt = clock.Elapsed(w.e.clock, at)
+			}
+		} else {
+			r.succeeded()
+		}
+	} else {
+		r.res = w.e.runner.RunFrom(tr.ctx, start, tr.budget(rt), w.attemptFn)
+		d, endAt = clock.Elapsed(w.e.clock, at)
+	}
 	end := endAt.Time()
 	r.readStale = w.in.ReadStale()
 	f := w.fast.Load()

@@ -127,6 +127,15 @@ func (r *Runner) RunFrom(ctx context.Context, now time.Time, b Budget, attempt f
 // any, not passed. first is the error attempt 1 returned (nil: it succeeded). The result is
 // RunFrom's when attempt returns first at n = 1.
 func (r *Runner) RunAfter(ctx context.Context, b Budget, attempt func(ctx context.Context, n int) error, first error) Result {
+	return r.RunAfterAt(ctx, b, attempt, first, time.Time{})
+}
+
+// RunAfterAt is RunAfter for a caller that read the clock when attempt 1 returned: at is
+// that time (zero: unknown), which decides whether the budget had run out then without
+// reading the clock again. A caller that times the attempt anyway saves a clock read for
+// each run that ends at its first failure (most failing runs, when one attempt is allowed
+// or the fault is not retryable).
+func (r *Runner) RunAfterAt(ctx context.Context, b Budget, attempt func(ctx context.Context, n int) error, first error, at time.Time) Result {
 	if b.Budget > 0 {
 		panic("retrybudget: RunAfter with a Budget of its own")
 	}
@@ -134,7 +143,7 @@ func (r *Runner) RunAfter(ctx context.Context, b Budget, attempt func(ctx contex
 		return Result{Attempts: 1}
 	}
 	deadline, hasDeadline := ctx.Deadline()
-	return r.retry(ctx, deadline, hasDeadline, b, attempt, 1, first)
+	return r.retry(ctx, deadline, hasDeadline, b, attempt, 1, first, at)
 }
 
 // runUntil derives the context carrying the budget's deadline and runs under it. It is a
@@ -155,14 +164,14 @@ func (r *Runner) run(ctx context.Context, now, deadline time.Time, hasDeadline b
 		return Result{Err: err, Kind: fault.ClassifyIn(ctx, err), BudgetExhausted: errors.Is(err, context.DeadlineExceeded)}
 	}
 	if err := attempt(ctx, 1); err != nil {
-		return r.retry(ctx, deadline, hasDeadline, b, attempt, 1, err)
+		return r.retry(ctx, deadline, hasDeadline, b, attempt, 1, err, time.Time{})
 	}
 	return Result{Attempts: 1}
 }
 
-// retry goes on after attempt n failed with err: it retries while the kind is retryable
-// and attempts and time are left.
-func (r *Runner) retry(ctx context.Context, deadline time.Time, hasDeadline bool, b Budget, attempt func(ctx context.Context, n int) error, n int, err error) Result {
+// retry goes on after attempt n failed with err at time at (zero: read the clock): it
+// retries while the kind is retryable and attempts and time are left.
+func (r *Runner) retry(ctx context.Context, deadline time.Time, hasDeadline bool, b Budget, attempt func(ctx context.Context, n int) error, n int, err error, at time.Time) Result {
 	maxAttempts := max(b.MaxAttempts, 1)
 	retryable := b.Retryable
 	if retryable.Empty() {
@@ -179,7 +188,8 @@ func (r *Runner) retry(ctx context.Context, deadline time.Time, hasDeadline bool
 		res.Attempts = n
 		res.Err = err
 		res.Kind = fault.ClassifyIn(ctx, err)
-		res.BudgetExhausted = r.deadlinePassed(ctx, c, deadline, hasDeadline)
+		res.BudgetExhausted = r.deadlinePassed(ctx, c, deadline, hasDeadline, at)
+		at = time.Time{} // the time of attempt n only
 		if res.Kind == fault.KindCanceled || !retryable.Has(res.Kind) {
 			return res
 		}
@@ -198,10 +208,10 @@ func (r *Runner) retry(ctx context.Context, deadline time.Time, hasDeadline bool
 		}
 		if clock.Sleep(ctx, c, d) != nil || ctx.Err() != nil {
 			res.Kind = fault.ClassifyIn(ctx, err)
-			res.BudgetExhausted = r.deadlinePassed(ctx, c, deadline, hasDeadline)
+			res.BudgetExhausted = r.deadlinePassed(ctx, c, deadline, hasDeadline, time.Time{})
 			return res
 		}
-		if r.deadlinePassed(ctx, c, deadline, hasDeadline) {
+		if r.deadlinePassed(ctx, c, deadline, hasDeadline, time.Time{}) {
 			res.BudgetExhausted = true
 			return res
 		}
@@ -209,12 +219,19 @@ func (r *Runner) retry(ctx context.Context, deadline time.Time, hasDeadline bool
 	}
 }
 
-// deadlinePassed reports whether ctx ended by its deadline or the clock reached deadline.
-func (r *Runner) deadlinePassed(ctx context.Context, c clock.Clock, deadline time.Time, hasDeadline bool) bool {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+// deadlinePassed reports whether ctx ended by its deadline or deadline was reached: by now
+// if it is set, by the clock otherwise.
+func (r *Runner) deadlinePassed(ctx context.Context, c clock.Clock, deadline time.Time, hasDeadline bool, now time.Time) bool {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return true
+	case !hasDeadline:
+		return false
+	case now.IsZero():
+		return clock.Since(c, deadline) >= 0
+	default:
+		return !now.Before(deadline)
 	}
-	return hasDeadline && clock.Since(c, deadline) >= 0
 }
 
 // delay returns the jittered backoff after attempt n, drawing from the Runner's rand only

@@ -741,8 +741,17 @@ func BenchmarkRunRetry(b *testing.B) {
 	}
 }
 
-// A run whose caller made the first attempt itself (RunAfter) ends as RunFrom's would:
-// same result, same attempt times.
+// lazyDeadline reports a deadline that nothing enforces: the context is not cancelled at
+// it (as a tier's context in the engine, until the engine takes the tier).
+type lazyDeadline struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lazyDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// A run whose caller made the first attempt itself (RunAfter, and RunAfterAt with the time
+// the attempt returned) ends as RunFrom's would: same result, same attempt times.
 func TestRunAfterEqualsRunFrom(t *testing.T) {
 	errT, errP := fault.Transient(errIO), fault.Permanent(errIO)
 	for _, tc := range []struct {
@@ -752,6 +761,7 @@ func TestRunAfterEqualsRunFrom(t *testing.T) {
 		err      error
 		work     time.Duration
 		deadline time.Duration // the context's (0: none)
+		lazy     bool          // the context reports its deadline but is not cancelled at it
 	}{
 		{name: "first attempt succeeds", max: 3, err: errT, deadline: time.Second},
 		{name: "retried, then ok", max: 3, fails: 1, err: errT, deadline: time.Second},
@@ -761,13 +771,23 @@ func TestRunAfterEqualsRunFrom(t *testing.T) {
 		{name: "first attempt runs to the deadline", max: 3, fails: 5, err: errT, work: 2 * time.Second, deadline: time.Second},
 		{name: "no time left for the backoff", max: 3, fails: 5, err: errT, work: 995 * time.Millisecond, deadline: time.Second},
 		{name: "no deadline", max: 4, fails: 2, err: errT},
+		{name: "first attempt returns past a deadline nothing enforces", max: 3, fails: 5, err: errT, work: 1500 * time.Millisecond, deadline: time.Second, lazy: true},
+		{name: "one attempt allowed, returns past a deadline nothing enforces", max: 1, fails: 5, err: errT, work: 1500 * time.Millisecond, deadline: time.Second, lazy: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := retrybudget.Budget{MaxAttempts: tc.max}
-			run := func(first bool) (res retrybudget.Result, offsets []time.Duration) {
+			const (
+				from = iota
+				after
+				afterAt
+			)
+			run := func(how int) (res retrybudget.Result, offsets []time.Duration) {
 				synctest.Test(t, func(t *testing.T) {
 					ctx := t.Context()
-					if tc.deadline > 0 {
+					switch {
+					case tc.lazy:
+						ctx = lazyDeadline{ctx, time.Now().Add(tc.deadline)}
+					case tc.deadline > 0:
 						var cancel context.CancelFunc
 						ctx, cancel = context.WithTimeout(ctx, tc.deadline)
 						defer cancel()
@@ -775,9 +795,13 @@ func TestRunAfterEqualsRunFrom(t *testing.T) {
 					start := time.Now()
 					f := &failing{fails: tc.fails, err: tc.err, work: tc.work}
 					r := retrybudget.New(noJitter())
-					if first {
+					switch how {
+					case after:
 						res = r.RunAfter(ctx, b, f.attempt, f.attempt(ctx, 1))
-					} else {
+					case afterAt:
+						err := f.attempt(ctx, 1)
+						res = r.RunAfterAt(ctx, b, f.attempt, err, time.Now())
+					default:
 						res = r.RunFrom(ctx, start, b, f.attempt)
 					}
 					for _, s := range f.starts {
@@ -786,10 +810,12 @@ func TestRunAfterEqualsRunFrom(t *testing.T) {
 				})
 				return res, offsets
 			}
-			want, wantAt := run(false)
-			got, gotAt := run(true)
-			if got != want || !slices.Equal(gotAt, wantAt) {
-				t.Fatalf("RunAfter: %+v, attempts at %v; RunFrom: %+v, attempts at %v", got, gotAt, want, wantAt)
+			want, wantAt := run(from)
+			for how, name := range map[int]string{after: "RunAfter", afterAt: "RunAfterAt"} {
+				got, gotAt := run(how)
+				if got != want || !slices.Equal(gotAt, wantAt) {
+					t.Fatalf("%s: %+v, attempts at %v; RunFrom: %+v, attempts at %v", name, got, gotAt, want, wantAt)
+				}
 			}
 		})
 	}

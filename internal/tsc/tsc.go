@@ -56,19 +56,13 @@ func (k *Calibrator) Sample(t time.Time) uint64 {
 	return k.read()
 }
 
-// Since returns the time from counter reading c to now, and the counter now. A counter
-// that reads less than c (another CPU's, a hair behind) gives 0.
-func (k *Calibrator) Since(c uint64) (time.Duration, uint64) {
-	n := k.read()
-	return k.Duration(c, n), n
-}
-
 // Duration returns the time between counter readings c0 and c1, 0 if c1 is before c0.
 func (k *Calibrator) Duration(c0, c1 uint64) time.Duration {
 	if c1 <= c0 {
 		return 0
 	}
-	return time.Duration(float64(c1-c0) * k.r.Load().nsPer)
+	// Through int64: a uint64's conversion to float64 takes a branch for values over 2⁶³.
+	return time.Duration(float64(int64(c1-c0)) * k.r.Load().nsPer)
 }
 
 // calibrate takes a pair and makes it the anchor (r nil) or measures the rate from r's
@@ -128,8 +122,14 @@ func Sample(t time.Time) uint64 {
 	return counter.Sample(t)
 }
 
-// Since is Calibrator.Since on the processor's counter, for a c that Sample returned (not 0).
-func Since(c uint64) (time.Duration, uint64) { return counter.Since(c) }
+// Since returns the time from counter reading c, which Sample returned (not 0), to now on
+// the processor's counter, and the counter now. A counter that reads less than c (another
+// CPU's, a hair behind) gives 0. It reads the counter directly, not through the
+// Calibrator's function: it is on the path of every module's run.
+func Since(c uint64) (time.Duration, uint64) {
+	n := rdtsc()
+	return counter.Duration(c, n), n
+}
 
 // Used reports whether the processor's counter is used here (Linux on amd64, clock
 // source tsc); Sample returns 0 wherever it is not.

@@ -32,15 +32,15 @@ type tickLines struct {
 
 // lineRec is one module's line, without pointers.
 type lineRec struct {
-	latencyMs float64
-	seq       uint64 // the live value's sequence number
-	written   int64  // when the live value was written, in Unix nanoseconds
-	attempts  int32
-	ex        int32 // 1 + the index of the line's extras in tickLines.ex; 0: none
-	status    lineStatus
-	kind      fault.Kind
-	circuit   breaker.State // at admission; corrected at the tick's end
-	flags     uint8         // lineLive, lineDerived
+	latency  time.Duration // in milliseconds only when the line is read (see Line)
+	seq      uint64        // the live value's sequence number
+	written  int64         // when the live value was written, in Unix nanoseconds
+	attempts int32
+	ex       int32 // 1 + the index of the line's extras in tickLines.ex; 0: none
+	status   lineStatus
+	kind     fault.Kind
+	circuit  breaker.State // at admission; corrected at the tick's end
+	flags    uint8         // lineLive, lineDerived
 }
 
 // The lineRec flags.
@@ -139,7 +139,7 @@ func (l *tickLines) Line(i int, m *faultsummary.Module) {
 	rt, r := l.st.lines[i], &l.recs[i]
 	ti := rt.planned.TierIndex
 	*m = faultsummary.Module{Name: rt.name, Tier: l.st.cfg.Tiers[ti].Name, TierIndex: ti,
-		Status: lineStatuses[r.status], Attempts: int(r.attempts), LatencyMs: r.latencyMs,
+		Status: lineStatuses[r.status], Attempts: int(r.attempts), LatencyMs: blackboard.Millis(r.latency),
 		Breaker: rt.brName, CircuitState: r.circuit.String(), Served: faultsummary.Served{Key: rt.key}}
 	if r.kind != fault.KindNone {
 		m.FaultKind = r.kind.String()

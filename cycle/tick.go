@@ -184,7 +184,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 				r := &tl.recs[i]
 				h.OnModule(ModuleEvent{TickID: id, Module: rt.name, Tier: st.cfg.Tiers[rt.planned.TierIndex].Name,
 					Status: lineStatuses[r.status], Attempts: int(r.attempts),
-					Latency: time.Duration(r.latencyMs * float64(time.Millisecond)), Kind: e.kinds[i], Err: e.errs[i]})
+					Latency: r.latency, Kind: e.kinds[i], Err: e.errs[i]})
 			}
 		}
 		if h.OnTick != nil {
@@ -348,7 +348,7 @@ func (tr *tierRun) settle(late []int32, timedOut bool) (tierOutcome, time.Time) 
 			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
 		case lsTimedOut:
 			// Abandoned: the module ignored its context. Its late result is discarded.
-			ln.latencyMs = blackboard.Millis(tEnd.Sub(tStart))
+			ln.latency = tEnd.Sub(tStart)
 			rt.br.Failure(rt.w.permit, fault.KindTransient)
 			failedNow = rt.planned.Policy != tiers.Abort
 			if rt.planned.Policy == tiers.Abort {

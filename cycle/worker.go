@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/fault"
@@ -812,7 +811,7 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 	i := rt.idx
 	ln := &tr.l.recs[i]
 	ln.attempts = int32(r.res.Attempts)
-	ln.latencyMs = blackboard.Millis(d)
+	ln.latency = d
 	if r.res.BudgetExhausted {
 		tr.budgetExhausted.Store(true)
 	}

@@ -2,6 +2,7 @@ package tsc
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -109,16 +110,21 @@ func (k *Calibrator) pair() (time.Time, uint64, bool) {
 	return time.Time{}, 0, false
 }
 
-// counter is the processor's counter's Calibrator, or nil where it is not used.
-var counter = func() *Calibrator {
-	if !usable() {
-		return nil
-	}
-	return New(rdtsc, time.Now)
-}()
+// counter is the processor's counter's Calibrator, or nil where it is not used. It is
+// set once, by the first Sample (the kernel's clock source is read then, not when the
+// package is loaded); Since is only called with a reading Sample returned.
+var (
+	counter     *Calibrator
+	counterOnce sync.Once
+)
 
 // Sample is Calibrator.Sample on the processor's counter: 0 where it is not used.
 func Sample(t time.Time) uint64 {
+	counterOnce.Do(func() {
+		if usable() {
+			counter = New(rdtsc, time.Now)
+		}
+	})
 	if counter == nil {
 		return 0
 	}
@@ -136,4 +142,4 @@ func Since(c uint64) (time.Duration, uint64) {
 
 // Used reports whether the processor's counter is used here (Linux on amd64, clock
 // source tsc); Sample returns 0 wherever it is not.
-func Used() bool { return counter != nil }
+func Used() bool { return usable() }

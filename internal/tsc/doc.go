@@ -2,16 +2,20 @@
 // kernel keeps its own clock with it.
 //
 // A monotonic clock read (time.Since) goes through the vDSO, which orders the counter read
-// behind every instruction before it (RDTSCP): 25 ns in a loop on the 2-vCPU AMD EPYC
-// guest measured here, and 45 ns a read once per module in the engine, where it waits for
-// the atomic operations before it to complete. A plain RDTSC takes 10 ns. The engine
+// behind the instructions before it (RDTSCP, or a fence and RDTSC): 25 ns in a loop on the
+// 2-vCPU AMD EPYC guest measured here, and 45 ns a read once per module in the engine,
+// where it waits for the atomic operations before it to complete. A plain RDTSC takes 10 ns. The engine
 // times each module with one read (its latency, whether it runs inline, the time its
 // value was written), so on a tick of 500 trivial modules the clock was a fifth of the
 // work.
 //
 // The counter is used only where the kernel trusts it: on Linux on amd64 with the clock
 // source "tsc" (the kernel then checked that it is invariant and synchronised across
-// CPUs). Elsewhere Sample returns 0 and callers read the clock as before.
+// CPUs). Elsewhere Sample returns 0 and callers read the clock as before. The clock
+// source is read once, at the first Sample: should the kernel later give up on the
+// counter (its watchdog finding it unstable), the process keeps timing with it, and a
+// counter that stops moving with the clock is caught only by a calibration still to
+// come (the last is 10 s after the first).
 //
 // The counter's rate is calibrated against the monotonic clock, from pairs of readings
 // taken by Sample: the first one is the anchor, and a rate is set at 100 ms after it and

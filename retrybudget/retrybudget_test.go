@@ -709,6 +709,25 @@ func ExampleRunner_RunAfter() {
 	// 2 <nil>
 }
 
+func ExampleRunner_RunAfterAt() {
+	r := retrybudget.New()
+	deadline := time.Now().Add(time.Second)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	b := retrybudget.Budget{MaxAttempts: 1}
+	attempt := func(ctx context.Context, n int) error { return fault.Transient(errors.New("timeout")) }
+
+	// The caller times its first attempt anyway: the runner decides from that end, not
+	// from a clock read of its own, whether the budget had run out. Here the attempt is
+	// taken to have ended past the deadline.
+	err := attempt(ctx, 1)
+	res := r.RunAfterAt(ctx, b, attempt, err, deadline.Add(time.Millisecond))
+	fmt.Println(res.Attempts, res.AttemptsExhausted, res.BudgetExhausted)
+
+	// Output:
+	// 1 true true
+}
+
 func BenchmarkRunOneAttempt(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()

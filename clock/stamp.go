@@ -23,7 +23,7 @@ type Stamp struct {
 	c uint64 // the counter read with t; 0: Elapsed reads the clock
 }
 
-// NewStamp reads c.
+// NewStamp returns a Stamp of the time on c now, with the counter where it is used.
 func NewStamp(c Clock) Stamp {
 	t := c.Now()
 	if IsReal(c) && t != t.Round(0) { // a monotonic reading: not a synctest bubble's virtual time

@@ -23,11 +23,18 @@ type Stamp struct {
 	c uint64 // the counter read with t; 0: Elapsed reads the clock
 }
 
+// The processor's counter as internal/tsc reads and converts it; tests put a counter of
+// their own in its place, so that they need not wait for a real one's calibration.
+var (
+	counterSample = tsc.Sample
+	counterSince  = tsc.Since
+)
+
 // NewStamp returns a Stamp of the time on c now, with the counter where it is used.
 func NewStamp(c Clock) Stamp {
 	t := c.Now()
 	if IsReal(c) && t != t.Round(0) { // a monotonic reading: not a synctest bubble's virtual time
-		return Stamp{t: t, c: tsc.Sample(t)}
+		return Stamp{t: t, c: counterSample(t)}
 	}
 	return Stamp{t: t}
 }
@@ -45,7 +52,7 @@ func (s Stamp) IsZero() bool { return s.t.IsZero() }
 // that, and the counter read for it). c must be the clock s was read from.
 func Elapsed(c Clock, s Stamp) (time.Duration, Stamp) {
 	if s.c != 0 {
-		d, n := tsc.Since(s.c)
+		d, n := counterSince(s.c)
 		return d, Stamp{t: s.t.Add(d), c: n}
 	}
 	d := Since(c, s.t)

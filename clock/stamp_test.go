@@ -4,8 +4,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/cycled/cycled/internal/tsc"
 )
 
 // In a synctest bubble the real clock is virtual: a Stamp carries no counter, and Elapsed
@@ -47,35 +45,36 @@ func TestStampFake(t *testing.T) {
 	}
 }
 
-// On the real clock, where the kernel keeps time with the processor's counter, stamps
-// hold the counter once it is calibrated (100 ms after the first stamp), and Elapsed
-// lies between the monotonic clock's readings just before and just after it.
-func TestStampRealCounter(t *testing.T) {
-	if !tsc.Used() {
-		t.Skip("the kernel does not keep time with the processor's counter here")
+// On the real clock outside a bubble, a stamp holds the counter once it converts to time
+// (Sample returns it), and Elapsed then times from the counter, not the clock: the clock
+// here stands still (a virtual one would not be stamped with the counter at all, so the
+// real one is used, with a counter that says 1 µs went by).
+func TestStampCounter(t *testing.T) {
+	defer func(sample func(time.Time) uint64, since func(uint64) (time.Duration, uint64)) {
+		counterSample, counterSince = sample, since
+	}(counterSample, counterSince)
+	var next uint64 // the counter's reading; 0: not calibrated yet
+	counterSample = func(time.Time) uint64 { return next }
+	counterSince = func(c uint64) (time.Duration, uint64) {
+		return time.Duration(next-c) * time.Nanosecond / 3, next // 3 counts a ns
 	}
-	if testing.Short() {
-		t.Skip("spends up to 150 ms of real time")
+
+	if s := NewStamp(Real()); s.c != 0 {
+		t.Fatalf("stamp %+v holds a counter before it is calibrated", s)
 	}
-	start := time.Now()
+	next = 3000
 	s := NewStamp(Real())
-	for s.c == 0 && time.Since(start) < time.Second {
-		s = NewStamp(Real())
+	if s.c != 3000 {
+		t.Fatalf("stamp %+v, want the counter 3000", s)
 	}
-	if s.c == 0 {
-		t.Fatal("no counter in the stamps of a second")
-	}
-	t0 := time.Now()
-	for time.Since(t0) < 20*time.Millisecond {
-	}
-	before := time.Since(s.Time())
+	next = 6000
 	d, end := Elapsed(Real(), s)
-	after := time.Since(s.Time())
-	// The clock read just before and just after bracket it (to the calibration's 0.01%).
-	if d < before-before/1000 || d > after+after/1000 {
-		t.Fatalf("Elapsed = %v where the clock says %v before and %v after", d, before, after)
+	if d != time.Microsecond || end.c != 6000 || !end.Time().Equal(s.Time().Add(time.Microsecond)) {
+		t.Fatalf("Elapsed = %v, end %+v; want 1µs from the counter, ending at counter 6000 and %v", d, end, s.Time().Add(time.Microsecond))
 	}
-	if end.c == 0 || !end.Time().Equal(s.Time().Add(d)) {
-		t.Fatalf("end stamp %+v, want the counter and %v", end, s.Time().Add(d))
+	// A stamp without the counter (StampAt) is timed by the clock, whatever the counter says.
+	at := StampAt(time.Now())
+	if d, end := Elapsed(Real(), at); end.c != 0 || d > time.Second {
+		t.Fatalf("Elapsed from StampAt = %v, end %+v: timed from the counter", d, end)
 	}
 }

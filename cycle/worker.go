@@ -960,10 +960,7 @@ func (p *pool) drain(tr *tierRun, sweep bool) (next *tierRun) {
 	n := 0
 	scaled := sweep // sweepers are woken by the stall check, which decides their number
 	for i, k, ok := tr.claim(); ok; i, k, ok = tr.claim() {
-		if t.Time().Sub(anchor) > reanchor {
-			t = clock.NewStamp(p.e.clock)
-			anchor = t.Time()
-		}
+		t = p.restamp(t, &anchor)
 		t0 := t
 		a := 0
 		for j := i; j < k; j++ {
@@ -994,7 +991,7 @@ func (p *pool) drain(tr *tierRun, sweep bool) (next *tierRun) {
 				break
 			}
 			var did int
-			t, did = tr.process(j, t)
+			t, did = tr.process(j, p.restamp(t, &anchor))
 			if did == finished {
 				n++
 			}
@@ -1007,6 +1004,17 @@ func (p *pool) drain(tr *tierRun, sweep bool) (next *tierRun) {
 		next = nx
 	}
 	return next
+}
+
+// restamp returns t, or a stamp read anew on the clock once t is more than reanchor after
+// *anchor, which then moves to it.
+func (p *pool) restamp(t clock.Stamp, anchor *time.Time) clock.Stamp {
+	if t.Time().Sub(*anchor) <= reanchor {
+		return t
+	}
+	t = clock.NewStamp(p.e.clock)
+	*anchor = t.Time()
+	return t
 }
 
 // close stops every idle runner; busy ones exit when they come back.

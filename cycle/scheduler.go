@@ -90,11 +90,12 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 // sleepUntil waits until t on the engine's clock or until ctx ends. With precise timing on
-// the real clock it sleeps until PreciseMargin before t and spins for the rest. With coarse
-// timing on the real clock and a kernel timer to be had in g (nil: none wanted) it sleeps
-// on that timer (see gridTimer); otherwise on a Go timer.
+// the real clock (outside a testing/synctest bubble, see maySpin) it sleeps until
+// PreciseMargin before t and spins for the rest. With coarse timing on the real clock and
+// a kernel timer to be had in g (nil: none wanted) it sleeps on that timer (see
+// gridTimer); otherwise on a Go timer.
 func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time, g *gridTimer) error {
-	precise := cfg.Timing == Precise && e.realClock
+	precise := cfg.Timing == Precise && e.maySpin(e.clock.Now())
 	if precise || !e.realClock {
 		g = nil
 	}

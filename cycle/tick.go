@@ -252,10 +252,11 @@ type tierOutcome struct {
 
 func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tickStart time.Time, s *faultsummary.Summary, tl *tickLines) (tierOutcome, int) {
 	seg := &segment{st: st, ctx: ctx, s: s, tl: tl, tick: id, tickStart: tickStart, emergency: e.em.active, done: make(chan struct{})}
-	if st.cfg.Timing == Precise && e.realClock {
+	now := e.clock.Now()
+	if st.cfg.Timing == Precise && e.maySpin(now) {
 		seg.margin = st.cfg.PreciseMargin
 	}
-	first := e.newTierRun(seg, ti, e.clock.Now())
+	first := e.newTierRun(seg, ti, now)
 	first.pending.Store(int32(len(first.mods)) + 1) // +1 held by the engine until the runners are woken
 
 	// The runners admit, run and commit the modules; what they leave as exceptions
@@ -443,6 +444,12 @@ func (e *Engine) kernelTimer() *ktimer.Timer {
 	e.kt = kt
 	return kt
 }
+
+// maySpin reports whether the engine may spin for a wait that now starts, as precise timing
+// does: only on the real clock, and not inside a testing/synctest bubble, whose time
+// (read as now, without a monotonic reading) stands still while a goroutine spins, so a
+// spin for a deadline would never end. There precise timing waits as coarse timing does.
+func (e *Engine) maySpin(now time.Time) bool { return e.realClock && now != now.Round(0) }
 
 // mayKernelTimer reports whether the engine has a kernel timer or may make one: the clock
 // is the real one, the system has them, and none failed (or was refused) before.

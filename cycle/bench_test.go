@@ -57,15 +57,21 @@ var benchSizes = []int{5, 50, 500, 5000}
 
 // BenchmarkTick is one tick of the engine with N trivial modules over five tiers, with
 // every feature on (breakers, last-known-good, blackboard, summary, history).
-func BenchmarkTick(b *testing.B) {
+func BenchmarkTick(b *testing.B) { benchTick(b, Coarse, benchSizes) }
+
+// BenchmarkTickPrecise is BenchmarkTick with precise timing, whose hand-offs spin with
+// more than one P (see Engine.spinWait); compare them with -cpu 1,2.
+func BenchmarkTickPrecise(b *testing.B) { benchTick(b, Precise, []int{500, 5000}) }
+
+func benchTick(b *testing.B, timing Timing, sizes []int) {
 	for _, failing := range []bool{false, true} {
-		for _, n := range benchSizes {
+		for _, n := range sizes {
 			name := fmt.Sprintf("N=%d", n)
 			if failing {
 				name += "/fail10pct"
 			}
 			b.Run(name, func(b *testing.B) {
-				e, err := New(Config{Tiers: benchTiers(), History: 16}, benchModules(n, failing))
+				e, err := New(Config{Tiers: benchTiers(), History: 16, Timing: timing}, benchModules(n, failing))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -188,6 +188,7 @@ type Engine struct {
 	em         emergencyState
 	pendingGap int           // guarded by tickMu: grid points skipped before the next tick
 	timer      clock.Timer   // guarded by tickMu
+	spinNet    clock.Timer   // guarded by tickMu; see Engine.spinWait
 	kt         *ktimer.Timer // guarded by tickMu; finishes coarse deadline waits (see kernelTimer)
 	ktNone     bool          // guarded by tickMu; there is no kernel timer to be had
 	stall      stallWatch
@@ -215,6 +216,8 @@ type Engine struct {
 
 	// What the last tick needed, to size the next one's lists at once; guarded by tickMu.
 	lastExtras, lastDegraded int
+	// How long the engine last waited for a spinning segment (see Engine.wait); guarded by tickMu.
+	lastWait time.Duration
 }
 
 // New validates cfg and mods and returns an engine. Modules start in the first tick.
@@ -669,6 +672,9 @@ func (e *Engine) Close() error {
 	e.lines.stop()
 	if e.timer != nil {
 		e.timer.Stop()
+	}
+	if e.spinNet != nil {
+		e.spinNet.Stop()
 	}
 	if e.kt != nil {
 		e.dropKernelTimer() // ends its reading goroutine before Close returns

@@ -255,6 +255,10 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	now := e.clock.Now()
 	if st.cfg.Timing == Precise && e.maySpin(now) {
 		seg.margin = st.cfg.PreciseMargin
+		seg.spin = e.pool.procs > 1
+	}
+	if e.pool.spin.Load() != seg.spin {
+		e.pool.spin.Store(seg.spin)
 	}
 	first := e.newTierRun(seg, ti, now)
 	first.pending.Store(int32(len(first.mods)) + 1) // +1 held by the engine until the runners are woken
@@ -522,6 +526,12 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 	now := e.clock.Now()
 	first.watchStall(now, seg.margin)
 	defer func() { e.stall.stop(seg.cur.Load(), false) }()
+	spin := false // spin before parking (see spinWait): once, and only after a short wait
+	if seg.spin {
+		spin = e.lastWait < engineSpin
+		start := now
+		defer func() { e.lastWait = e.clock.Now().Sub(start) }()
+	}
 	for {
 		cur := seg.cur.Load()
 		d := cur.deadline.Sub(now) - seg.margin
@@ -546,6 +556,13 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 				e.timer = e.clock.NewTimer(d)
 			} else {
 				e.timer.Reset(d)
+			}
+			if spin {
+				spin = false
+				if e.spinWait(seg, now, d) {
+					e.timer.Stop() // a channel timer: nothing to drain since Go 1.23
+					return seg.end, false
+				}
 			}
 			select {
 			case <-seg.done:
@@ -583,6 +600,38 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 		runtime.Gosched()
 		now = e.clock.Now()
 	}
+}
+
+// spinWait polls for the segment to hand a tier back for up to engineSpin from now, or d
+// if that is sooner, yielding the processor between polls (runtime.Gosched), and reports
+// whether it did. The runner that ends a segment wakes an engine parked on it; with
+// another P idle, that readies the engine on an idle thread, which here cost the runner
+// 7–11 µs of system call (a wake-up across vCPUs) before the engine could run. An engine
+// that polls is woken by no one: it runs on the other P, or waits in the global run queue
+// until the runner yields its own.
+//
+// That wait has no bound of its own: a module that keeps the runner's P busy while
+// ignoring its context (the other P asleep) would hold the engine until the runtime
+// preempts it, 10 ms on. The engine's timer is no help there, as a channel timer is kept
+// only while a goroutine blocks on it; so a timer with a function (always kept) falls
+// due with it, d from now, when the engine would have woken had it parked: its firing
+// takes an idle P, which then runs the engine from the run queue.
+func (e *Engine) spinWait(seg *segment, now time.Time, d time.Duration) bool {
+	if e.spinNet == nil {
+		e.spinNet = e.clock.AfterFunc(d, func() {})
+	} else {
+		e.spinNet.Reset(d)
+	}
+	defer e.spinNet.Stop()
+	for until := now.Add(min(d, engineSpin)); now.Before(until); now = e.clock.Now() {
+		select {
+		case <-seg.done:
+			return true
+		default:
+		}
+		runtime.Gosched()
+	}
+	return false
 }
 
 // safetyHealthy reports whether every safety module that was due succeeded: the ticks

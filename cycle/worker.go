@@ -60,6 +60,14 @@ const (
 	// it had made them 11–16% longer; modules that compute for 1–10 µs gain 6–58%
 	// (BenchmarkTickWork).
 	helpWork = 50 * time.Microsecond
+	// engineSpin and runnerSpin bound the spinning of a hand-off with precise timing: the
+	// engine spins at most engineSpin for a segment to end when the last one it waited
+	// for ended within that, and an idle runner at most runnerSpin for its next job when
+	// its last one came within that (see Engine.spinWait and pool.next). Segments longer
+	// than engineSpin, and jobs further apart than runnerSpin, park at once: their
+	// wake-up, 7–11 µs here, is a small part of them.
+	engineSpin = 250 * time.Microsecond
+	runnerSpin = 50 * time.Microsecond
 	// reanchor is how long a runner times modules one after another from the processor's
 	// counter before it reads the clock again: the counter's calibrated rate may be off
 	// by NTP's slewing (500 ppm), which over a millisecond is half a µs.
@@ -161,6 +169,7 @@ type segment struct {
 	tickStart time.Time     // the tick's start (the time fallbacks are aged at)
 	emergency bool          // emergency mode at the segment's start: then it never chains
 	margin    time.Duration // the precise wait's margin (0 for coarse)
+	spin      bool          // hand-offs spin (precise timing, more than one P; see wait)
 	cur       atomic.Pointer[tierRun]
 	done      chan struct{} // closed once end and out are set
 	end       *tierRun      // the tier handed back to the engine
@@ -896,10 +905,12 @@ type pool struct {
 	idle    []*runner // guarded by mu
 	closed  bool      // guarded by mu
 	maxIdle int
+	spin    atomic.Bool // idle runners spin for their next job (see next); set by the engine
 }
 
 type runner struct {
-	ch chan runJob
+	ch     chan runJob
+	waited time.Duration // how long the runner waited for its last job; its own
 }
 
 // runJob asks a runner to drain tr. With sweep set (a runner woken because the tier
@@ -935,7 +946,7 @@ func (p *pool) wake(tr *tierRun, n int, sweep bool) {
 
 func (p *pool) loop(r *runner) {
 	defer p.e.workersWG.Done()
-	for job := range r.ch {
+	for job, ok := <-r.ch; ok; job, ok = p.next(r) {
 		for tr, sweep := job.tr, job.sweep; tr != nil; sweep = false {
 			tr = p.drain(tr, sweep)
 		}
@@ -947,6 +958,37 @@ func (p *pool) loop(r *runner) {
 		p.idle = append(p.idle, r)
 		p.mu.Unlock()
 	}
+}
+
+// next waits for the idle runner r's next job (ok false: the pool is closed). With hand-off
+// spinning on (see Engine.wait) it first polls for up to runnerSpin, yielding the processor
+// between polls, if its last job came within that: an engine that starts the next tier or
+// tick back to back then finds the runner running, where waking a parked one readies it on
+// an idle thread, which here cost the engine 7–11 µs of system call before the runner could
+// start on its own core. A runner whose jobs come further apart (ticks on a period) parks
+// at once, and times the wait to know when to spin again.
+func (p *pool) next(r *runner) (job runJob, ok bool) {
+	if !p.spin.Load() {
+		r.waited = 0
+		job, ok = <-r.ch
+		return job, ok
+	}
+	c := p.e.clock
+	start := c.Now()
+	if r.waited < runnerSpin {
+		for now := start; now.Sub(start) < runnerSpin; now = c.Now() {
+			select {
+			case job, ok = <-r.ch:
+				r.waited = now.Sub(start)
+				return job, ok
+			default:
+			}
+			runtime.Gosched()
+		}
+	}
+	job, ok = <-r.ch
+	r.waited = c.Now().Sub(start)
+	return job, ok
 }
 
 // drain claims and processes tr's modules until none is left (and, for a sweeper, takes

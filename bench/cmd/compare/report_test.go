@@ -139,3 +139,51 @@ func TestPeerRatioTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestPreciseCostTargets: cycled with precise timing is judged against A and B on its own
+// per-repetition ratios, in rows of its own, and the tick-cost section shows its ratios and
+// what its CPU time is to the default's; without its samples, neither appears.
+func TestPreciseCostTargets(t *testing.T) {
+	var cost []costSample
+	for rep := 1; rep <= 3; rep++ {
+		for _, fail := range []bool{false, true} {
+			add := func(name string, mean, cpu float64) {
+				cost = append(cost, costSample{Contender: name, N: 500, Fail: fail, Rep: rep, MeanUs: mean, CPUUs: jfloat(cpu)})
+			}
+			add(cEngine, 110, 120)       // 0.275 × A: missed
+			add(cEnginePrecise, 90, 150) // 0.225 × A: met
+			add(cPlain, 400, 700)        //
+			add(cFailsafe, 2000, 2100)   // B ÷ cycled 18.2, ÷ precise 22.2
+		}
+	}
+	targets := renderTargets(&results{Cost: cost})
+	for _, want := range []string{
+		"| tick cost N=500 fail 10% ≤ 0.25 × A | 0.275 × A (110.0 µs vs 400.0 µs) | **missed** |",
+		"| tick cost N=500 fail 10% ≤ 0.25 × A (precise) | 0.225 × A (90.0 µs vs 400.0 µs) | **met** |",
+		"| ≥ 20× cheaper than B at N=500 | B ÷ cycled = 18.2× | **missed** |",
+		"| ≥ 20× cheaper than B at N=500 (precise) | B ÷ cycled precise = 22.2× | **met** |",
+	} {
+		if !strings.Contains(targets, want+"\n") {
+			t.Errorf("targets lack %s:\n%s", want, targets)
+		}
+	}
+	if strings.Contains(targets, "alloc/module/tick, N=500 clean (precise)") {
+		t.Errorf("allocations judged twice:\n%s", targets)
+	}
+	section := renderCost(&results{Cost: cost, Reps: 3})
+	if want := "| 500 | fail 10% | 0.23× | 22× | — | 0.82× | 1.25× |\n"; !strings.Contains(section, want) {
+		t.Errorf("precise ratio row %q missing:\n%s", want, section)
+	}
+	var plain []costSample
+	for _, s := range cost {
+		if s.Contender != cEnginePrecise {
+			plain = append(plain, s)
+		}
+	}
+	if got := renderTargets(&results{Cost: plain}); strings.Contains(got, "(precise)") {
+		t.Errorf("precise targets without precise samples:\n%s", got)
+	}
+	if got := renderCost(&results{Cost: plain, Reps: 3}); strings.Contains(got, "Ratios with precise timing") {
+		t.Errorf("precise ratios without precise samples:\n%s", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -35,8 +36,13 @@ type costSample struct {
 	P99Us     float64 `json:"p99_us"`
 	Allocs    jfloat  `json:"allocs_per_tick"` // NaN: not measured (Python)
 	Bytes     jfloat  `json:"bytes_per_tick"`
+	CPUUs     jfloat  `json:"cpu_us_per_tick"` // the process's CPU time, all threads; NaN: not measured (Python)
 	NotOK     int     `json:"not_ok_last_tick"`
 }
+
+// preciseCostSizes are the sizes at which cycled is also measured with precise timing,
+// whose hand-offs spin (the sizes with tick-cost targets).
+var preciseCostSizes = []int{500, 5000}
 
 type limits struct {
 	warmup, minTicks, maxTicks int
@@ -76,6 +82,7 @@ func measureGo(c peers.Contender, on *atomic.Bool, fail bool, l limits) costSamp
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
+	cpu0 := cpuTime()
 	start := time.Now()
 	for len(durs) < l.maxTicks {
 		t0 := time.Now()
@@ -86,6 +93,7 @@ func measureGo(c peers.Contender, on *atomic.Bool, fail bool, l limits) costSamp
 			break
 		}
 	}
+	cpu := cpuTime() - cpu0
 	runtime.ReadMemStats(&m1)
 	on.Store(false)
 	n := float64(len(durs))
@@ -97,7 +105,8 @@ func measureGo(c peers.Contender, on *atomic.Bool, fail bool, l limits) costSamp
 	}
 	s := stats.Summarize(durs)
 	return costSample{Ticks: len(durs), MeanUs: s.Mean, P99Us: s.P99,
-		Allocs: jfloat(float64(m1.Mallocs-m0.Mallocs) / n), Bytes: jfloat(float64(m1.TotalAlloc-m0.TotalAlloc) / n), NotOK: notOK}
+		Allocs: jfloat(float64(m1.Mallocs-m0.Mallocs) / n), Bytes: jfloat(float64(m1.TotalAlloc-m0.TotalAlloc) / n),
+		CPUUs: jfloat(float64(cpu.Nanoseconds()) / 1e3 / n), NotOK: notOK}
 }
 
 // runTickCost measures every contender for every size, clean and failing, reps times;
@@ -116,6 +125,9 @@ func runTickCost(o *opts, py *pySketch) []costSample {
 		for _, n := range sizes {
 			for _, fail := range []bool{false, true} {
 				names := []string{cEngine, cPlain, cFailsafe, cPython}
+				if slices.Contains(preciseCostSizes, n) {
+					names = append(names, cEnginePrecise)
+				}
 				k := (rep - 1) % len(names)
 				names = append(names[k:], names[:k]...)
 				for _, name := range names {
@@ -133,8 +145,8 @@ func runTickCost(o *opts, py *pySketch) []costSample {
 						continue
 					}
 					s.Contender, s.N, s.Fail, s.Rep = name, n, fail, rep
-					logf("tickcost rep %d N=%d fail=%v %-14s %6d ticks mean %10.1f µs p99 %10.1f µs allocs %8.0f B %10.0f",
-						rep, n, fail, name, s.Ticks, s.MeanUs, s.P99Us, s.Allocs, s.Bytes)
+					logf("tickcost rep %d N=%d fail=%v %-14s %6d ticks mean %10.1f µs p99 %10.1f µs cpu %10.1f µs allocs %8.0f B %10.0f",
+						rep, n, fail, name, s.Ticks, s.MeanUs, s.P99Us, s.CPUUs, s.Allocs, s.Bytes)
 					out = append(out, s)
 				}
 			}
@@ -201,7 +213,8 @@ func pythonCost(o *opts, py *pySketch, n int, fail bool, rep int) (costSample, b
 		fatalf("%v", err)
 	}
 	s := stats.Summarize(res.TickUs)
-	return costSample{Ticks: s.N, MeanUs: s.Mean, P99Us: s.P99, Allocs: jfloat(math.NaN()), Bytes: jfloat(math.NaN()), NotOK: res.NotOK}, true
+	return costSample{Ticks: s.N, MeanUs: s.Mean, P99Us: s.P99, Allocs: jfloat(math.NaN()), Bytes: jfloat(math.NaN()), CPUUs: jfloat(math.NaN()),
+		NotOK: res.NotOK}, true
 }
 
 func (c costSample) String() string { return fmt.Sprintf("%s N=%d", c.Contender, c.N) }

@@ -65,10 +65,10 @@ const (
 	// wait. With more than one P it also spins a tick's hand-offs: the engine waits for
 	// its runners for up to 250 µs by spinning when the last wait was that short, and an
 	// idle runner spins up to 50 µs for its next job when the last one came that soon, so
-	// that back-to-back tiers and ticks wake no sleeping thread (which costs 7–11 µs on
+	// that back-to-back tiers and ticks wake no sleeping thread (which costs 1–11 µs on
 	// the VMs measured; a tick of 500 trivial modules 0.8–0.9 times as long, for 1.3–1.5
-	// times the CPU). Only the real clock spins, and not inside a testing/synctest bubble; other
-	// clocks wait on timers. On a machine with few cores a lightly loaded process keeps
+	// times the CPU). Only the real clock spins, and not inside a testing/synctest
+	// bubble; other clocks wait on timers. On a machine with few cores a lightly loaded process keeps
 	// its period better with GOMAXPROCS=1, which the engine leaves to its caller (README,
 	// "Precise timing on a small machine").
 	Precise

@@ -606,9 +606,9 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 // if that is sooner, yielding the processor between polls (runtime.Gosched), and reports
 // whether it did. The runner that ends a segment wakes an engine parked on it; with
 // another P idle, that readies the engine on an idle thread, which here cost the runner
-// 7–11 µs of system call (a wake-up across vCPUs) before the engine could run. An engine
-// that polls is woken by no one: it runs on the other P, or waits in the global run queue
-// until the runner yields its own.
+// 1–11 µs of system call (a wake-up across vCPUs; the figure depends on the host) before
+// the engine could run. An engine that polls is woken by no one: it runs on the other P,
+// or waits in the global run queue until the runner yields its own.
 //
 // That wait has no bound of its own: a module that keeps the runner's P busy while
 // ignoring its context (the other P asleep) would hold the engine until the runtime

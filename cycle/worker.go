@@ -65,7 +65,7 @@ const (
 	// for ended within that, and an idle runner at most runnerSpin for its next job when
 	// its last one came within that (see Engine.spinWait and pool.next). Segments longer
 	// than engineSpin, and jobs further apart than runnerSpin, park at once: their
-	// wake-up, 7–11 µs here, is a small part of them.
+	// wake-up, 1–11 µs here, is a small part of them.
 	engineSpin = 250 * time.Microsecond
 	runnerSpin = 50 * time.Microsecond
 	// reanchor is how long a runner times modules one after another from the processor's
@@ -964,7 +964,7 @@ func (p *pool) loop(r *runner) {
 // spinning on (see Engine.wait) it first polls for up to runnerSpin, yielding the processor
 // between polls, if its last job came within that: an engine that starts the next tier or
 // tick back to back then finds the runner running, where waking a parked one readies it on
-// an idle thread, which here cost the engine 7–11 µs of system call before the runner could
+// an idle thread, which here cost the engine 1–11 µs of system call before the runner could
 // start on its own core. A runner whose jobs come further apart (ticks on a period) parks
 // at once, and times the wait to know when to spin again.
 func (p *pool) next(r *runner) (job runJob, ok bool) {

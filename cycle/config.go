@@ -68,9 +68,9 @@ const (
 	// that back-to-back tiers and ticks wake no sleeping thread (which costs 1–11 µs on
 	// the VMs measured; a tick of 500 trivial modules 0.8–0.9 times as long, for 1.3–1.5
 	// times the CPU). Only the real clock spins, and not inside a testing/synctest
-	// bubble; other clocks wait on timers. On a machine with few cores a lightly loaded process keeps
-	// its period better with GOMAXPROCS=1, which the engine leaves to its caller (README,
-	// "Precise timing on a small machine").
+	// bubble; other clocks wait on timers. On a machine with few cores a lightly loaded
+	// process keeps its period better with GOMAXPROCS=1, which the engine leaves to its
+	// caller (README, "Precise timing on a small machine").
 	Precise
 )
 

@@ -114,11 +114,7 @@ func renderCost(r *results) string {
 		"what a contender's use of the second core costs. `cycled` runs with the default timing (`coarse`); `cycled precise` (N = %s) with `timing: precise`, whose hand-offs between engine and runners spin "+
 		"instead of waking a sleeping thread (README, `cycle.timing`). Medians over %d repetitions; the ratio column is the median of the per-repetition ratios of the means.\n\n", joinInts(preciseCostSizes, ", "), r.Reps)
 	for _, fail := range []bool{false, true} {
-		mode := "clean"
-		if fail {
-			mode = "fail 10%"
-		}
-		fmt.Fprintf(&b, "**%s**\n\n", mode)
+		fmt.Fprintf(&b, "**%s**\n\n", costMode(fail))
 		b.WriteString("| N | contender | mean µs/tick | p99 µs/tick | CPU µs/tick | ns/module | allocs/tick | allocs/module | B/tick | reps × ticks | cycled ÷ this |\n")
 		b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, n := range costSizes(r.Cost) {
@@ -141,21 +137,8 @@ func renderCost(r *results) string {
 	b.WriteString("| N | mode | cycled ÷ A (target ≤ 0.25) | B ÷ cycled (target ≥ 20 at 500) | C ÷ cycled (target ≥ 200 at 500) |\n|---:|---|---:|---:|---:|\n")
 	for _, n := range costSizes(r.Cost) {
 		for _, fail := range []bool{false, true} {
-			mode := "clean"
-			if fail {
-				mode = "fail 10%"
-			}
-			cell := func(name string, invert bool) string {
-				a, ok := aggCost(r.Cost, name, n, fail)
-				if !ok {
-					return "—"
-				}
-				if invert {
-					return ratio(1 / a.engineOver)
-				}
-				return ratio(a.engineOver)
-			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", n, mode, cell(cPlain, false), cell(cFailsafe, true), cell(cPython, true))
+			a, bb, c := peerRatios(r, cEngine, n, fail)
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", n, costMode(fail), a, bb, c)
 		}
 	}
 	if hasContender(r.Cost, cEnginePrecise) {
@@ -167,23 +150,9 @@ func renderCost(r *results) string {
 				if !ok {
 					continue
 				}
-				mode := "clean"
-				if fail {
-					mode = "fail 10%"
-				}
-				cell := func(name string, invert bool) string {
-					a, ok := aggCostOver(r.Cost, name, cEnginePrecise, n, fail)
-					if !ok {
-						return "—"
-					}
-					if invert {
-						return ratio(1 / a.engineOver)
-					}
-					return ratio(a.engineOver)
-				}
+				a, bb, c := peerRatios(r, cEnginePrecise, n, fail)
 				e, _ := aggCost(r.Cost, cEngine, n, fail)
-				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", n, mode, cell(cPlain, false), cell(cFailsafe, true), cell(cPython, true),
-					ratio(1/p.engineOver), ratio(p.cpu/e.cpu))
+				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", n, costMode(fail), a, bb, c, ratio(1/p.engineOver), ratio(p.cpu/e.cpu))
 			}
 		}
 	}
@@ -406,10 +375,7 @@ func renderTargets(r *results) string {
 			}
 			for _, n := range []int{5000, 500} {
 				for _, fail := range []bool{false, true} {
-					mode := "clean"
-					if fail {
-						mode = "fail 10%"
-					}
+					mode := costMode(fail)
 					a, ok := aggCostOver(r.Cost, cPlain, c.name, n, fail)
 					e, ok2 := aggCost(r.Cost, c.name, n, fail)
 					if !ok || !ok2 {
@@ -595,4 +561,28 @@ func joinInts(xs []int, sep string) string {
 		parts[i] = fmt.Sprint(x)
 	}
 	return strings.Join(parts, sep)
+}
+
+// costMode names a tick-cost case: clean, or with a tenth of the modules failing.
+func costMode(fail bool) string {
+	if fail {
+		return "fail 10%"
+	}
+	return "clean"
+}
+
+// peerRatios returns the cells of a ratio row for engine contender eng: eng ÷ A, B ÷ eng and
+// C ÷ eng, medians of the per-repetition ratios ("—" where a peer was not measured).
+func peerRatios(r *results, eng string, n int, fail bool) (a, b, c string) {
+	cell := func(name string, invert bool) string {
+		x, ok := aggCostOver(r.Cost, name, eng, n, fail)
+		if !ok {
+			return "—"
+		}
+		if invert {
+			return ratio(1 / x.engineOver)
+		}
+		return ratio(x.engineOver)
+	}
+	return cell(cPlain, false), cell(cFailsafe, true), cell(cPython, true)
 }

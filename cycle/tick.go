@@ -255,10 +255,9 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	now := e.clock.Now()
 	if st.cfg.Timing == Precise && e.maySpin(now) {
 		seg.margin = st.cfg.PreciseMargin
-		seg.spin = e.pool.procs > 1
 	}
-	if e.pool.spin.Load() != seg.spin {
-		e.pool.spin.Store(seg.spin)
+	if sp := seg.spins(e); e.pool.spin.Load() != sp {
+		e.pool.spin.Store(sp)
 	}
 	first := e.newTierRun(seg, ti, now)
 	first.pending.Store(int32(len(first.mods)) + 1) // +1 held by the engine until the runners are woken
@@ -527,7 +526,7 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 	first.watchStall(now, seg.margin)
 	defer func() { e.stall.stop(seg.cur.Load(), false) }()
 	spin := false // spin before parking (see spinWait): once, and only after a short wait
-	if seg.spin {
+	if seg.spins(e) {
 		spin = e.lastWait < engineSpin
 		start := now
 		defer func() { e.lastWait = e.clock.Now().Sub(start) }()
@@ -623,15 +622,8 @@ func (e *Engine) spinWait(seg *segment, now time.Time, d time.Duration) bool {
 		e.spinNet.Reset(d)
 	}
 	defer e.spinNet.Stop()
-	for until := now.Add(min(d, engineSpin)); now.Before(until); now = e.clock.Now() {
-		select {
-		case <-seg.done:
-			return true
-		default:
-		}
-		runtime.Gosched()
-	}
-	return false
+	_, _, ended, _ := poll(e.clock, seg.done, now, min(d, engineSpin))
+	return ended
 }
 
 // safetyHealthy reports whether every safety module that was due succeeded: the ticks

@@ -169,12 +169,15 @@ type segment struct {
 	tickStart time.Time     // the tick's start (the time fallbacks are aged at)
 	emergency bool          // emergency mode at the segment's start: then it never chains
 	margin    time.Duration // the precise wait's margin (0 for coarse)
-	spin      bool          // hand-offs spin (precise timing, more than one P; see wait)
 	cur       atomic.Pointer[tierRun]
 	done      chan struct{} // closed once end and out are set
 	end       *tierRun      // the tier handed back to the engine
 	out       tierOutcome   // its outcome, from the goroutine that ended and settled it
 }
+
+// spins reports whether the segment's hand-offs spin (see Engine.spinWait): with precise
+// timing (a margin) and more than one P.
+func (seg *segment) spins(e *Engine) bool { return seg.margin > 0 && e.pool.procs > 1 }
 
 // newTierRun starts tier ti of the segment at now and makes it the segment's current tier.
 func (e *Engine) newTierRun(seg *segment, ti int, now time.Time) *tierRun {
@@ -976,19 +979,29 @@ func (p *pool) next(r *runner) (job runJob, ok bool) {
 	c := p.e.clock
 	start := c.Now()
 	if r.waited < runnerSpin {
-		for now := start; now.Sub(start) < runnerSpin; now = c.Now() {
-			select {
-			case job, ok = <-r.ch:
-				r.waited = now.Sub(start)
-				return job, ok
-			default:
-			}
-			runtime.Gosched()
+		if job, ok, got, at := poll(c, r.ch, start, runnerSpin); got {
+			r.waited = at.Sub(start)
+			return job, ok
 		}
 	}
 	job, ok = <-r.ch
 	r.waited = c.Now().Sub(start)
 	return job, ok
+}
+
+// poll tries to receive from ch, yielding the processor between tries (runtime.Gosched),
+// until the clock c reads d after start. got reports whether it received (v and ok as a
+// receive gives them), and at the time read before the try that did.
+func poll[T any](c clock.Clock, ch <-chan T, start time.Time, d time.Duration) (v T, ok, got bool, at time.Time) {
+	for now := start; now.Sub(start) < d; now = c.Now() {
+		select {
+		case v, ok = <-ch:
+			return v, ok, true, now
+		default:
+		}
+		runtime.Gosched()
+	}
+	return v, false, false, time.Time{}
 }
 
 // drain claims and processes tr's modules until none is left (and, for a sweeper, takes

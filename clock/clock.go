@@ -54,6 +54,12 @@ func Since(c Clock, t time.Time) time.Duration {
 // IsReal reports whether c is the wall clock returned by Real.
 func IsReal(c Clock) bool { _, ok := c.(realClock); return ok }
 
+// RealTime reports whether t, read from c, is time that passes on its own: c is the real
+// clock, and t carries a monotonic reading, which time.Now inside a testing/synctest
+// bubble does not (there time stands still until every goroutine of the bubble blocks,
+// so a goroutine that spins or times itself by the processor would wait for ever).
+func RealTime(c Clock, t time.Time) bool { return IsReal(c) && t != t.Round(0) }
+
 func (realClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return realTimer{time.AfterFunc(d, f)} }

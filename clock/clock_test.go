@@ -167,3 +167,23 @@ func TestSince(t *testing.T) {
 		t.Fatalf("fake, t ahead: Since = %v, want -55s", got)
 	}
 }
+
+// TestRealTime: only the real clock outside a synctest bubble reads time that passes on
+// its own.
+func TestRealTime(t *testing.T) {
+	if !clock.RealTime(clock.Real(), time.Now()) {
+		t.Error("the real clock: not real time")
+	}
+	f := clock.NewFake(time.Now())
+	if clock.RealTime(f, f.Now()) {
+		t.Error("a fake clock: real time")
+	}
+	if clock.RealTime(clock.Real(), time.Now().Round(0)) {
+		t.Error("a time without its monotonic reading: real time")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		if clock.RealTime(clock.Real(), time.Now()) {
+			t.Error("inside a bubble: real time")
+		}
+	})
+}

@@ -33,7 +33,7 @@ var (
 // NewStamp returns a Stamp of the time on c now, with the counter where it is used.
 func NewStamp(c Clock) Stamp {
 	t := c.Now()
-	if IsReal(c) && t != t.Round(0) { // a monotonic reading: not a synctest bubble's virtual time
+	if RealTime(c, t) {
 		return Stamp{t: t, c: counterSample(t)}
 	}
 	return Stamp{t: t}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/internal/ktimer"
@@ -449,10 +450,10 @@ func (e *Engine) kernelTimer() *ktimer.Timer {
 }
 
 // maySpin reports whether the engine may spin for a wait that now starts, as precise timing
-// does: only on the real clock, and not inside a testing/synctest bubble, whose time
-// (read as now, without a monotonic reading) stands still while a goroutine spins, so a
-// spin for a deadline would never end. There precise timing waits as coarse timing does.
-func (e *Engine) maySpin(now time.Time) bool { return e.realClock && now != now.Round(0) }
+// does: only on the real clock, and not inside a testing/synctest bubble, whose time stands
+// still while a goroutine spins, so a spin for a deadline would never end (clock.RealTime).
+// There precise timing waits as coarse timing does.
+func (e *Engine) maySpin(now time.Time) bool { return clock.RealTime(e.clock, now) }
 
 // mayKernelTimer reports whether the engine has a kernel timer or may make one: the clock
 // is the real one, the system has them, and none failed (or was refused) before.

@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test bench bench-tick lint run build docker soak bench-compare fmt
+.PHONY: test bench bench-tick bench-floor lint run build docker soak bench-compare fmt
 
 ## test: vet and run every test with the race detector (what CI runs), the comparison
 ## harness's own module (bench/: its statistics, the peers' semantics, its verdicts) included.
@@ -22,6 +22,14 @@ bench:
 ## bench-tick: the tick engine against the goroutine-per-module baseline (BENCHMARKS.md table).
 bench-tick:
 	@for i in $$(seq $(REPS)); do $(GO) test -run '^$$' -bench 'BenchmarkTick$$|BenchmarkBaseline' -benchmem -count=1 ./cycle; done | $(GO) run ./internal/benchratio
+
+## bench-floor: the engine's tick against a bare loop doing the per-module work its
+## semantics require with its own components, and that loop without each component in
+## turn (bench/floor; BENCHMARKS.md, "What remains"). One P, REPS runs one after another
+## (each runs every case once, so that the cases alternate): the components' cost alone.
+bench-floor:
+	cd bench && $(GO) test -c -o out/floor.test ./floor/
+	@for i in $$(seq $(REPS)); do bench/out/floor.test -test.run '^$$' -test.bench . -test.benchmem -test.cpu 1; done
 
 COMPARE_REPS ?= 3
 

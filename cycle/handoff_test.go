@@ -109,15 +109,20 @@ func within(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("%s: not within a million yields", what)
 }
 
-// readCounter is a fake clock that counts its readings.
+// readCounter is a fake clock that counts its readings. A reading is counted once its
+// time is read: a test that sees the count move and then advances the clock knows that
+// reading was taken before the advance (counted first, a runner's first reading could
+// come after it, and the runner would then poll for runnerSpin on a clock that no longer
+// moves, keeping synctest.Wait from ever returning).
 type readCounter struct {
 	*clock.Fake
 	reads atomic.Int64
 }
 
 func (c *readCounter) Now() time.Time {
+	t := c.Fake.Now()
 	c.reads.Add(1)
-	return c.Fake.Now()
+	return t
 }
 
 // TestSpinWait covers the engine's spin for a segment's end on a fake clock: it reports the

@@ -853,6 +853,38 @@ func TestLateResultDiscardedOnFakeClock(t *testing.T) {
 	}
 }
 
+// A module that returns at the very instant of its tier's deadline is late, whichever of
+// it and the engine gets there first: on a clock that stands still while goroutines run
+// (a synctest bubble, a simulation) both come due at once, and the module's own commit
+// used to find its end "not after" the deadline and report a success or a failure where
+// the engine, had it run first, abandoned the run. The deadline is reached at its instant,
+// as for the retry budget and the engine's wait.
+func TestResultAtTheDeadlineIsLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const budget = 10 * time.Millisecond
+		ts := []tiers.Tier{{Name: "safety", Budget: time.Second}, {Name: "work", Budget: budget, MaxAttempts: 1,
+			Breaker: breaker.Settings{FailureThreshold: 1 << 30, Cooldown: time.Second}}}
+		exact := func(err error) *script {
+			return &script{fn: func(context.Context, *tiers.Input) (any, error) {
+				time.Sleep(budget) // ignores its context, returns at the deadline
+				return "v", err
+			}}
+		}
+		e := newEngine(t, Config{Tiers: ts}, []Registration{
+			reg("succeeds", "work", exact(nil)), reg("fails", "work", exact(fault.Transient(errors.New("x")))),
+		})
+		for range 40 {
+			s := tick(t, e)
+			for _, name := range []string{"succeeds", "fails"} {
+				if m := mod(t, s, name); m.Status != faultsummary.StatusTimedOut || m.Served.Source == blackboard.Live {
+					t.Fatalf("tick %d: %s %+v, want timed_out with nothing served live", s.TickID, name, m)
+				}
+			}
+			time.Sleep(2 * budget) // the abandoned runs return before the next tick
+		}
+	})
+}
+
 func TestWorthHelp(t *testing.T) {
 	for _, c := range []struct {
 		left      int64

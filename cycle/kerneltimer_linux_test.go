@@ -33,28 +33,38 @@ func deadlineCase(t *testing.T) (*Engine, chan struct{}) {
 // On the wall clock a coarse wait that runs into its tier's deadline is finished on the
 // kernel's timer (package ktimer): the engine makes one on first need, the tier is taken
 // no earlier than its budget with the module that ignored its context abandoned, and
-// Close releases the timer (its goroutine is gone: TestMain's goleak check).
+// Close releases the timer (its goroutine is gone: TestMain's goleak check). The kernel's
+// timer finishes only the last kernelMargin of a wait: a Go timer that wakes later than
+// that (a loaded machine: seen under the race detector with three test processes on two
+// cores) leaves nothing for it, so the test gives up only after five engines in a row
+// found none.
 func TestCoarseDeadlineOnKernelTimer(t *testing.T) {
-	e, release := deadlineCase(t)
-	defer close(release)
-	s := tick(t, e)
-	if e.kt == nil {
-		t.Fatal("the coarse deadline wait was not finished on a kernel timer")
-	}
-	if got := mod(t, s, "hung").Status; got != faultsummary.StatusTimedOut {
-		t.Errorf("hung: status %q, want timed_out", got)
-	}
-	if got := mod(t, s, "fine").Status; got != faultsummary.StatusOK {
-		t.Errorf("fine: status %q, want ok", got)
-	}
-	if w := tierOf(t, s, "work"); w.ElapsedMs < 5 || !w.BudgetExhausted {
-		t.Errorf("work tier: elapsed %.3f ms, budget exhausted %v; want ≥ 5 ms and exhausted", w.ElapsedMs, w.BudgetExhausted)
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if e.kt != nil {
-		t.Error("Close left the kernel timer open")
+	for attempt := 1; ; attempt++ {
+		e, release := deadlineCase(t)
+		s := tick(t, e)
+		if got := mod(t, s, "hung").Status; got != faultsummary.StatusTimedOut {
+			t.Errorf("hung: status %q, want timed_out", got)
+		}
+		if got := mod(t, s, "fine").Status; got != faultsummary.StatusOK {
+			t.Errorf("fine: status %q, want ok", got)
+		}
+		if w := tierOf(t, s, "work"); w.ElapsedMs < 5 || !w.BudgetExhausted {
+			t.Errorf("work tier: elapsed %.3f ms, budget exhausted %v; want ≥ 5 ms and exhausted", w.ElapsedMs, w.BudgetExhausted)
+		}
+		used := e.kt != nil
+		close(release)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if e.kt != nil {
+			t.Error("Close left the kernel timer open")
+		}
+		if used {
+			return
+		}
+		if attempt == 5 {
+			t.Fatal("the coarse deadline wait was not finished on a kernel timer (five engines)")
+		}
 	}
 }
 

@@ -87,87 +87,92 @@ func TestTierEnd(t *testing.T) {
 		{name: "emergency mode", tier: 0, chain: true, emergency: true, want: "engine", tierWant: faultsummary.TierOK},
 		{name: "taken by the engine at the deadline", tier: 0, chain: true, taken: true, want: "none"},
 	} {
+		// In a bubble: the next tier a runner starts arms the stall check (1 ms), which on
+		// the wall clock could run that tier on, and the ones after it, before the test
+		// looks at what finish returned (seen on a loaded machine).
 		t.Run(c.name, func(t *testing.T) {
-			e, seg := segmentEngine(t, c.emergency)
-			tr := e.newTierRun(seg, c.tier, time.Now())
-			tr.pending.Store(1)
-			rt := tr.mods[0]
-			if c.failFast {
-				rt.planned.Policy = tiers.FailFast
-			}
-			seg.tl.init(rt).status = c.status
-			switch c.status {
-			case lsRetried:
-				seg.tl.recs[rt.idx].attempts = 2
-				tr.exception(0)
-			case lsFailed:
-				rt.w.permit = rt.br.Acquire()
-				e.kinds[rt.idx], e.errs[rt.idx] = fault.KindTransient, errT
-				tr.exception(0)
-			}
-			tr.budgetExhausted.Store(c.exhausted)
-			if c.taken {
-				tr.owner.Store(tierTaken)
-			}
-			next := tr.finish(1, c.chain)
-			closed := false
-			select {
-			case <-seg.done:
-				closed = true
-			default:
-			}
-			got := "none"
-			switch {
-			case next != nil && !closed:
-				got = "next"
-			case next == nil && closed && seg.end == tr:
-				got = "engine"
-			case next != nil || closed:
-				t.Fatalf("next %v and handed back %v at once", next != nil, closed)
-			}
-			if got != c.want {
-				t.Fatalf("tier end: %s, want %s", got, c.want)
-			}
-			ts := seg.s.Tiers[c.tier]
-			switch got {
-			case "next":
-				if next.tier != c.tier+1 || seg.cur.Load() != next || !tr.closed.Load() {
-					t.Fatalf("next tier %d, current %v, closed %v", next.tier, seg.cur.Load() == next, tr.closed.Load())
+			synctest.Test(t, func(t *testing.T) {
+				e, seg := segmentEngine(t, c.emergency)
+				tr := e.newTierRun(seg, c.tier, time.Now())
+				tr.pending.Store(1)
+				rt := tr.mods[0]
+				if c.failFast {
+					rt.planned.Policy = tiers.FailFast
 				}
-				if next.deadline.Sub(next.start) != seg.st.cfg.Tiers[c.tier+1].Budget {
-					t.Fatal("the next tier's deadline is not its start plus its budget")
+				seg.tl.init(rt).status = c.status
+				switch c.status {
+				case lsRetried:
+					seg.tl.recs[rt.idx].attempts = 2
+					tr.exception(0)
+				case lsFailed:
+					rt.w.permit = rt.br.Acquire()
+					e.kinds[rt.idx], e.errs[rt.idx] = fault.KindTransient, errT
+					tr.exception(0)
 				}
-			case "none":
-				if ts.Status != "" {
-					t.Fatal("a tier the engine took must be left to it")
+				tr.budgetExhausted.Store(c.exhausted)
+				if c.taken {
+					tr.owner.Store(tierTaken)
 				}
-				return
-			}
-			// Settled by whoever ended it: the tier's line and the summary's lists are filled.
-			if ts.Status != c.tierWant {
-				t.Fatalf("tier status %q, want %q", ts.Status, c.tierWant)
-			}
-			if ts.BudgetExhausted != c.exhausted || slices.Contains(seg.s.BudgetViolations, seg.st.cfg.Tiers[c.tier].Name) != c.exhausted {
-				t.Fatalf("budget exhausted %v, violations %v; want %v", ts.BudgetExhausted, seg.s.BudgetViolations, c.exhausted)
-			}
-			if got := seg.s.RetryCounts[rt.name]; got != map[bool]int{true: 1}[c.status == lsRetried] {
-				t.Fatalf("retry count %d", got)
-			}
-			failed := c.status == lsFailed
-			if degraded := slices.Contains(seg.s.DegradedKeys, rt.key+" (none)"); degraded != failed {
-				t.Fatalf("degraded keys %v (module failed: %v)", seg.s.DegradedKeys, failed)
-			}
-			m := seg.s.ModuleAt(rt.idx)
-			if failed && (m.Error != errT.Error() || m.FaultKind != fault.KindTransient.String() || m.Served.Source != blackboard.None) {
-				t.Fatalf("failed module's line: %+v", m)
-			}
-			// The first tier's modules fail fast by default.
-			if want := failed && (c.failFast || c.tier == 0); got == "engine" && seg.out.failed != want {
-				t.Fatalf("outcome failed %v, want %v", seg.out.failed, want)
-			}
-			if got == "engine" && seg.out.safetyFailed != (c.tier == 0 && failed) {
-				t.Fatalf("safety failed %v", seg.out.safetyFailed)
-			}
+				next := tr.finish(1, c.chain)
+				closed := false
+				select {
+				case <-seg.done:
+					closed = true
+				default:
+				}
+				got := "none"
+				switch {
+				case next != nil && !closed:
+					got = "next"
+				case next == nil && closed && seg.end == tr:
+					got = "engine"
+				case next != nil || closed:
+					t.Fatalf("next %v and handed back %v at once", next != nil, closed)
+				}
+				if got != c.want {
+					t.Fatalf("tier end: %s, want %s", got, c.want)
+				}
+				ts := seg.s.Tiers[c.tier]
+				switch got {
+				case "next":
+					if next.tier != c.tier+1 || seg.cur.Load() != next || !tr.closed.Load() {
+						t.Fatalf("next tier %d, current %v, closed %v", next.tier, seg.cur.Load() == next, tr.closed.Load())
+					}
+					if next.deadline.Sub(next.start) != seg.st.cfg.Tiers[c.tier+1].Budget {
+						t.Fatal("the next tier's deadline is not its start plus its budget")
+					}
+				case "none":
+					if ts.Status != "" {
+						t.Fatal("a tier the engine took must be left to it")
+					}
+					return
+				}
+				// Settled by whoever ended it: the tier's line and the summary's lists are filled.
+				if ts.Status != c.tierWant {
+					t.Fatalf("tier status %q, want %q", ts.Status, c.tierWant)
+				}
+				if ts.BudgetExhausted != c.exhausted || slices.Contains(seg.s.BudgetViolations, seg.st.cfg.Tiers[c.tier].Name) != c.exhausted {
+					t.Fatalf("budget exhausted %v, violations %v; want %v", ts.BudgetExhausted, seg.s.BudgetViolations, c.exhausted)
+				}
+				if got := seg.s.RetryCounts[rt.name]; got != map[bool]int{true: 1}[c.status == lsRetried] {
+					t.Fatalf("retry count %d", got)
+				}
+				failed := c.status == lsFailed
+				if degraded := slices.Contains(seg.s.DegradedKeys, rt.key+" (none)"); degraded != failed {
+					t.Fatalf("degraded keys %v (module failed: %v)", seg.s.DegradedKeys, failed)
+				}
+				m := seg.s.ModuleAt(rt.idx)
+				if failed && (m.Error != errT.Error() || m.FaultKind != fault.KindTransient.String() || m.Served.Source != blackboard.None) {
+					t.Fatalf("failed module's line: %+v", m)
+				}
+				// The first tier's modules fail fast by default.
+				if want := failed && (c.failFast || c.tier == 0); got == "engine" && seg.out.failed != want {
+					t.Fatalf("outcome failed %v, want %v", seg.out.failed, want)
+				}
+				if got == "engine" && seg.out.safetyFailed != (c.tier == 0 && failed) {
+					t.Fatalf("safety failed %v", seg.out.safetyFailed)
+				}
+			})
 		})
 	}
 }

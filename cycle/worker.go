@@ -832,21 +832,25 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 	if r.res.Err != nil { // a success leaves them as the tick's start cleared them (no shared cache line written)
 		e.kinds[i], e.errs[i] = kind, r.res.Err
 	}
-	if r.res.Attempts == 0 && r.res.Err != nil {
-		// Reached after the deadline had passed: not a run, and not the module's failure.
-		ln.status = lsUnstarted
-		e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
-		tr.exception(rt.tierPos)
-		return
-	}
 	if !end.Before(tr.deadline) {
 		// It returned at or after the deadline, before the engine got round to abandoning
 		// it (a late wake-up, or, on a clock that stands still while goroutines run, the
-		// same instant): the result is late all the same, and discarded. The deadline is
-		// reached at its instant, as for the retry budget and the engine's own wait.
+		// same instant): the result is late all the same, and discarded, as the engine
+		// would have reported it. The deadline is reached at its instant, as for the retry
+		// budget and the engine's own wait. This comes first also for a run that never
+		// started because its runner reached it at or after the deadline: the engine,
+		// finding it running then, abandons it, and the two must not differ.
 		ln.status = lsTimedOut
 		e.kinds[i], e.errs[i] = fault.KindTransient, errAbandoned
 		tr.budgetExhausted.Store(true)
+		tr.exception(rt.tierPos)
+		return
+	}
+	if r.res.Attempts == 0 && r.res.Err != nil {
+		// Not started, before the deadline (its tier's context was cancelled already):
+		// not a run, and not the module's failure.
+		ln.status = lsUnstarted
+		e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
 		tr.exception(rt.tierPos)
 		return
 	}

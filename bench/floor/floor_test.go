@@ -13,9 +13,11 @@
 // the module's summary line and value, in lines allocated per tick as the engine does when
 // it has none to reuse. It does not do what an engine needs besides: tiers, deadlines,
 // runner hand-offs, admission checks (due, emergency-only, busy), the fast or slow
-// decision, the tier's context, settling and the summary itself.
+// decision, the tier's context, settling and the summary itself; nor a few things a
+// module's run also needs that are cheap: the input's tick, deadline and attempt
+// (tiers.Input), whether an input was stale.
 //
-//	cd bench && go test -run '^$' -bench . -cpu 1 -count 8 ./floor/
+// make bench-floor REPS=7 runs every case once per repetition, so that they alternate.
 package floor
 
 import (
@@ -24,6 +26,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
@@ -51,13 +54,17 @@ type mod struct {
 	result any
 }
 
-// line is a module's summary line: the engine's lineRec has the same 40 bytes.
+// line is a module's summary line, the 40 bytes of the engine's lineRec.
 type line struct {
 	latency  time.Duration
 	seq      uint64
 	written  int64
 	attempts int32
+	ex       int32
 	status   uint8
+	kind     uint8
+	circuit  uint8
+	flags    uint8
 }
 
 // run is one attempt under a recover, as the engine's.
@@ -136,8 +143,10 @@ func (l *loop) tick(ctx context.Context, id uint64) ([]line, []any) {
 		if !m.phase.CompareAndSwap(old, id<<4|1) { // admitting
 			continue
 		}
+		ln := &lines[i]
 		var p breaker.Permit
 		if l.skip&partBreaker == 0 {
+			ln.circuit = uint8(m.br.Peek()) // the state at admission, as the engine's line has it
 			if p = m.br.Acquire(); !p.Allowed() {
 				m.phase.Store(id<<4 | 4)
 				continue
@@ -157,9 +166,10 @@ func (l *loop) tick(ctx context.Context, id uint64) ([]line, []any) {
 		if !m.phase.CompareAndSwap(id<<4|2|8, id<<4|3|8) { // committing
 			continue
 		}
-		ln := &lines[i]
 		ln.latency, ln.attempts = d, 1
-		if err == nil {
+		if err != nil {
+			ln.kind, ln.ex = 1, 1 // the engine's settling fills the rest of a failure's line
+		} else {
 			if l.skip&partBreaker == 0 {
 				m.br.Success(p)
 			}
@@ -170,7 +180,7 @@ func (l *loop) tick(ctx context.Context, id uint64) ([]line, []any) {
 			if l.skip&partBoard == 0 {
 				l.board.SetLive(m.bslot, m.lslot, 0, false)
 			}
-			ln.written, ln.status = end.UnixNano(), 1
+			ln.written, ln.status, ln.flags = end.UnixNano(), 1, 1
 			vals[i] = m.result
 		}
 		m.phase.Store(id<<4 | 4) // done, not busy
@@ -252,24 +262,42 @@ func BenchmarkEngine(b *testing.B) {
 	}
 }
 
-// TestFloorLoopPublishes checks that the loop does the work it claims: every module's
-// value stored as last known good and live on the blackboard, its line filled, and a
+// TestFloorLoopPublishes checks that the loop does the work it claims, whole and without
+// each part: every module's line filled, its value stored as last known good and live on
+// the blackboard unless that part is left out, a line the size of the engine's, and a
 // panicking module's run recovered.
 func TestFloorLoopPublishes(t *testing.T) {
-	l := newLoop(3)
+	if got := unsafe.Sizeof(line{}); got != 40 {
+		t.Fatalf("a line is %d bytes, want the engine's 40", got)
+	}
 	ctx := context.Background()
-	for id := uint64(1); id <= 2; id++ {
-		lines, vals := l.tick(ctx, id)
-		for i, m := range l.mods {
-			if lines[i].status != 1 || lines[i].attempts != 1 || vals[i] != 1 {
-				t.Fatalf("tick %d: %s's line %+v, value %v", id, m.name, lines[i], vals[i])
+	for _, c := range append([]struct {
+		name string
+		p    part
+	}{{"whole", 0}}, parts...) {
+		l := newLoop(3)
+		l.skip = c.p
+		for id := uint64(1); id <= 2; id++ {
+			lines, vals := l.tick(ctx, id)
+			var timed time.Duration // a clock may read the same twice: the tick's sum is checked
+			for i, m := range l.mods {
+				if lines[i].status != 1 || lines[i].attempts != 1 || vals[i] != 1 {
+					t.Fatalf("%s, tick %d: %s's line %+v, value %v", c.name, id, m.name, lines[i], vals[i])
+				}
+				timed += lines[i].latency
+				e, ok := l.board.Get(m.name)
+				live := ok && e.Source == blackboard.Live && e.Value == 1 && e.TickID == id
+				if live != (c.p != partBoard && c.p != partLastGood) {
+					t.Fatalf("%s, tick %d: the board has %+v (ok %v) for %s", c.name, id, e, ok, m.name)
+				}
+				g := l.lg.Get(m.name, time.Now())
+				stored := g.Value == 1 && g.TickID == id && g.Seq == lines[i].seq
+				if stored != (c.p != partLastGood) {
+					t.Fatalf("%s, tick %d: last known good %+v for %s (line seq %d)", c.name, id, g, m.name, lines[i].seq)
+				}
 			}
-			e, ok := l.board.Get(m.name)
-			if !ok || e.Value != 1 || e.Source != blackboard.Live || e.TickID != id {
-				t.Fatalf("tick %d: the board has %+v (ok %v) for %s, want tick %d's live value", id, e, ok, m.name, id)
-			}
-			if g := l.lg.Get(m.name, time.Now()); g.Value != 1 || g.TickID != id || g.Seq != lines[i].seq {
-				t.Fatalf("tick %d: last known good %+v for %s, want tick %d's value, seq %d", id, g, m.name, id, lines[i].seq)
+			if (timed > 0) == (c.p == partTime) {
+				t.Fatalf("%s, tick %d: the runs' latencies add up to %v", c.name, id, timed)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // t0 is an arbitrary fixed origin: the store never reads a clock, so no test needs one.
@@ -524,5 +525,22 @@ func TestSlotDetachedByDelete(t *testing.T) {
 	}
 	if lk := sl.Get(at(20 * time.Millisecond)); lk.Value != 3 {
 		t.Fatalf("Get through the detached slot after a new write = %v, want 3, as the store", lk.Value)
+	}
+}
+
+// TestRecordLayout keeps what a write touches in a record's first two cache lines, and the
+// record in a size class whose objects start on a line (192 bytes): a field added among the
+// written ones, or one that pushes the record to 208 bytes, spreads every write of a
+// module's value over more lines again.
+func TestRecordLayout(t *testing.T) {
+	var r record
+	if got := unsafe.Sizeof(r); got != 192 {
+		t.Errorf("a record is %d bytes, want 192 (a size class of line-aligned objects)", got)
+	}
+	if end := unsafe.Offsetof(r.module) + unsafe.Sizeof(r.module); end > 128 {
+		t.Errorf("the written fields end at byte %d, past the second cache line", end)
+	}
+	if unsafe.Offsetof(r.st) < unsafe.Offsetof(r.module) {
+		t.Error("the store pointer, which a write reads only for a new block of sequence numbers, sits among the written fields")
 	}
 }

@@ -142,11 +142,12 @@ type Store struct {
 // its key in one step, without a handle in between (at thousands of modules, every
 // object a module's run touches is a cache miss).
 type record struct {
-	// What a write touches comes first, in the record's first two cache lines: a record is
-	// 192 bytes, a size class whose objects start on a line, and the engine's write of a
-	// module's value touches two lines, where an Entry in the middle of a 208-byte record
-	// spread it over three or four (the Entry's Key, which a write never changes, is the
-	// record's key, kept below with what only reads and rare writes touch). Measured with
+	// What a write touches comes first, in the record's first two cache lines: on 64-bit
+	// platforms a record is 192 bytes, a size class whose objects start on a (64-byte)
+	// line, and the engine's write of a module's value touches two lines, where an Entry
+	// in the middle of a 208-byte record spread it over three or four (the Entry's Key,
+	// which a write never changes, is the record's key, kept below with what only reads
+	// and rare writes touch). Measured with
 	// bench/floor's BenchmarkEngine (eight alternated runs, one P): 4.5% shorter ticks of
 	// 5000 trivial modules, within the noise at 500, whose records stay in the core's cache.
 	mu       sync.Mutex

@@ -533,6 +533,9 @@ func TestSlotDetachedByDelete(t *testing.T) {
 // written ones, or one that pushes the record to 208 bytes, spreads every write of a
 // module's value over more lines again.
 func TestRecordLayout(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the record is laid out for 64-bit platforms (148 bytes on 32-bit ones)")
+	}
 	var r record
 	if got := unsafe.Sizeof(r); got != 192 {
 		t.Errorf("a record is %d bytes, want 192 (a size class of line-aligned objects)", got)
@@ -542,5 +545,35 @@ func TestRecordLayout(t *testing.T) {
 	}
 	if unsafe.Offsetof(r.st) < unsafe.Offsetof(r.module) {
 		t.Error("the store pointer, which a write reads only for a new block of sequence numbers, sits among the written fields")
+	}
+}
+
+// TestSlotLatest: Latest answers the last entry written through the slot, nothing for a
+// slot never written or for a key deleted since (the zero Entry), and, once the detached
+// slot is written again, that entry.
+func TestSlotLatest(t *testing.T) {
+	s := New()
+	sl := s.Slot("k")
+	if e, ok := sl.Latest(); ok || e != (Entry{}) {
+		t.Fatalf("a new slot: %+v, %v; want nothing", e, ok)
+	}
+	at := time.Unix(100, 0)
+	seq := sl.PutValue(7, "m", 3, at)
+	want := Entry{Key: "k", Value: 7, Module: "m", TickID: 3, Written: at, Seq: seq}
+	if e, ok := sl.Latest(); !ok || e != want {
+		t.Fatalf("after a write: %+v, %v; want %+v", e, ok, want)
+	}
+	s.Delete("k")
+	if e, ok := sl.Latest(); ok || e != (Entry{}) {
+		t.Fatalf("after Delete: %+v, %v; want the zero Entry", e, ok)
+	}
+	seq2 := sl.PutValue(8, "m2", 4, at.Add(time.Second))
+	want = Entry{Key: "k", Value: 8, Module: "m2", TickID: 4, Written: at.Add(time.Second), Seq: seq2}
+	if e, ok := sl.Latest(); !ok || e != want || seq2 <= seq {
+		t.Fatalf("written again through the detached slot: %+v, %v; want %+v above seq %d", e, ok, want, seq)
+	}
+	var nilSlot *Slot
+	if _, ok := nilSlot.Latest(); ok {
+		t.Fatal("a nil slot has an entry")
 	}
 }

@@ -226,12 +226,7 @@ func (s *Store) SetTTL(key string, ttl TTL) {
 func (s *Store) Put(e Entry) Entry { return s.put(s.record(e.Key, true), e) }
 
 func (s *Store) put(r *record, e Entry) Entry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.noteWrite(e.Written)
-	e.Seq = r.nextSeq()
-	r.value, r.tick, r.eseq, r.written, r.module = e.Value, e.TickID, e.Seq, e.Written, e.Module
-	r.hasEntry = true
+	e.Seq = (*Slot)(r).PutValue(e.Value, e.Module, e.TickID, e.Written)
 	return e
 }
 

@@ -3,6 +3,7 @@ package cycle
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -43,12 +44,8 @@ func deadlineCase(t *testing.T) (*Engine, chan struct{}) {
 func TestCoarseDeadlineOnKernelTimer(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		e, release := deadlineCase(t)
-		released := false
-		t.Cleanup(func() { // a failed check below must not leave the module blocked (goleak)
-			if !released {
-				close(release)
-			}
-		})
+		free := sync.OnceFunc(func() { close(release) })
+		t.Cleanup(free) // a failed check below must not leave the module blocked (goleak)
 		s := tick(t, e)
 		if got := mod(t, s, "hung").Status; got != faultsummary.StatusTimedOut {
 			t.Errorf("hung: status %q, want timed_out", got)
@@ -60,8 +57,7 @@ func TestCoarseDeadlineOnKernelTimer(t *testing.T) {
 			t.Errorf("work tier: elapsed %.3f ms, budget exhausted %v; want ≥ 5 ms and exhausted", w.ElapsedMs, w.BudgetExhausted)
 		}
 		used := e.kt != nil
-		close(release)
-		released = true
+		free()
 		if err := e.Close(); err != nil {
 			t.Fatal(err)
 		}

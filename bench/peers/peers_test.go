@@ -109,3 +109,50 @@ func TestPeersAbandonHungModule(t *testing.T) {
 		}
 	})
 }
+
+// The floor runs every module of the spec once a tick, whatever its tier, and marks the
+// failing ones failed.
+func TestFloorRunsEveryModuleOnce(t *testing.T) {
+	var on atomic.Bool
+	spec := TrivialSpec(50, true, &on, FiveTiers(time.Second, 1, time.Millisecond, time.Millisecond, 1<<30))
+	runs := map[string]int{}
+	for i := range spec.Modules {
+		m := &spec.Modules[i]
+		fn := m.Fn
+		m.Fn = func(ctx context.Context) (any, error) { runs[m.Name]++; return fn(ctx) }
+	}
+	f := NewFloor(spec)
+	defer f.Close()
+	ctx := context.Background()
+	for tick := 1; tick <= 3; tick++ {
+		on.Store(tick == 3)
+		if err := f.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		v := f.Last()
+		if v.TickID != uint64(tick) || len(v.Lines) != len(spec.Modules) {
+			t.Fatalf("tick %d: view of tick %d with %d lines", tick, v.TickID, len(v.Lines))
+		}
+		failed, lastTier := 0, 0
+		for _, ln := range v.Lines {
+			if runs[ln.Name] != tick {
+				t.Fatalf("tick %d: %s ran %d times", tick, ln.Name, runs[ln.Name])
+			}
+			if ln.Tier < lastTier {
+				t.Fatalf("tick %d: %s (tier %d) after a module of tier %d", tick, ln.Name, ln.Tier, lastTier)
+			}
+			lastTier = ln.Tier
+			if ln.Status == StatusFailed {
+				failed++
+			} else if ln.Status != StatusOK || ln.Attempts != 1 {
+				t.Fatalf("tick %d: %+v", tick, ln)
+			}
+		}
+		if want := map[bool]int{false: 0, true: 5}[tick == 3]; failed != want {
+			t.Fatalf("tick %d: %d failed, want %d", tick, failed, want)
+		}
+	}
+	if len(runs) != len(spec.Modules) {
+		t.Fatalf("%d modules ran, want %d", len(runs), len(spec.Modules))
+	}
+}

@@ -106,13 +106,15 @@ func costSizes(all []costSample) []int {
 
 func renderCost(r *results) string {
 	var b strings.Builder
-	names := []string{cEngine, cEnginePrecise, cPlain, cFailsafe, cPython}
+	names := []string{cEngine, cEnginePrecise, cFloor, cPlain, cFailsafe, cPython}
 	fmt.Fprintf(&b, "Five tiers, N trivial modules spread over them, tier budget 1 s, one attempt, breakers that never open, history of 16 summaries (A and B: the same ring). "+
 		"`fail 10%%`: every tenth module fails transiently on every tick (none in the safety tier), after warm-up ticks that stored a last-known-good value, so each failure "+
 		"takes the whole fault path: classification, breaker failure, stale last-good fallback, degraded key. Mean and p99 of back-to-back ticks in steady state (Go contenders: after a warm-up of at least 5 ticks and 0.25 s; C: 4 ticks, 1 from N = 5000 on); allocations and bytes from "+
 		"`runtime.MemStats` around the measured ticks (the whole process); CPU µs/tick: the process's CPU time over the measured ticks (`getrusage`, all threads; C: not measured), "+
 		"what a contender's use of the second core costs. `cycled` runs with the default timing (`coarse`); `cycled precise` (N = %s) with `timing: precise`, whose hand-offs between engine and runners spin "+
-		"instead of waking a sleeping thread (README, `cycle.timing`). Medians over %d repetitions; the ratio column is the median of the per-repetition ratios of the means.\n\n", joinInts(preciseCostSizes, ", "), r.Reps)
+		"instead of waking a sleeping thread (README, `cycle.timing`). `floor` (clean, N = %s) is not a contender but a bound: cycled's own components doing a successful module's work "+
+		"in a bare loop on one goroutine, without an engine (`bench/floor`; below, \"The floor\"). Medians over %d repetitions; the ratio column is the median of the per-repetition ratios of the means.\n\n",
+		joinInts(preciseCostSizes, ", "), joinInts(preciseCostSizes, ", "), r.Reps)
 	for _, fail := range []bool{false, true} {
 		fmt.Fprintf(&b, "**%s**\n\n", costMode(fail))
 		b.WriteString("| N | contender | mean µs/tick | p99 µs/tick | CPU µs/tick | ns/module | allocs/tick | allocs/module | B/tick | reps × ticks | cycled ÷ this |\n")
@@ -156,8 +158,41 @@ func renderCost(r *results) string {
 			}
 		}
 	}
+	if hasContender(r.Cost, cFloor) {
+		b.WriteString(floorTable(r))
+	}
 	b.WriteString("\nC at N = 50 000 takes about 3 s per tick: it runs in the first repetition only, one warm-up tick and two measured ticks. " +
 		"At N = 50 000 the Go contenders measure at least 3 ticks within 1.2 s. C's allocations are not comparable and not measured (—).\n")
+	return b.String()
+}
+
+// floorTable is the floor's section of the tick-cost tables: what the components alone
+// cost a tick, and what that leaves of the ratio to C (clean ticks).
+func floorTable(r *results) string {
+	var b strings.Builder
+	b.WriteString("\n**The floor** (clean): the per-module work of a successful run, done by cycled's components in a bare loop on one goroutine, with no tiers, deadlines, " +
+		"hand-offs, admission checks, settling or summary (`bench/floor`, `peers.Floor`). No engine built on these components costs less; C ÷ floor is the most " +
+		"that such an engine could reach against C in this run.\n\n")
+	b.WriteString("| N | floor µs/tick | ns/module | cycled ÷ floor | cycled precise ÷ floor | C ÷ floor (target for cycled ≥ 200 at 500) |\n|---:|---:|---:|---:|---:|---:|\n")
+	for _, n := range costSizes(r.Cost) {
+		fl, ok := aggCostOver(r.Cost, cFloor, cFloor, n, false)
+		if !ok {
+			continue
+		}
+		over := func(name string, invert bool) string {
+			x, ok := aggCostOver(r.Cost, name, cFloor, n, false)
+			if !ok || math.IsNaN(x.engineOver) { // not measured, or in no repetition the floor was
+				return "—"
+			}
+			if invert {
+				return ratio(1 / x.engineOver)
+			}
+			return ratio(x.engineOver)
+		}
+		// aggCostOver(name, floor) holds floor ÷ name: engines are inverted, C is not.
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", n, f(fl.mean), f(fl.mean*1000/float64(n)),
+			over(cEngine, true), over(cEnginePrecise, true), over(cPython, true))
+	}
 	return b.String()
 }
 
@@ -393,7 +428,11 @@ func renderTargets(r *results) string {
 				row("≥ 20× cheaper than B at N=500"+c.suffix, fmt.Sprintf("B ÷ %s = %.1f×", c.name, 1/a.engineOver), 1/a.engineOver >= 20)
 			}
 			if a, ok := aggCostOver(r.Cost, cPython, c.name, 500, false); ok {
-				row("≥ 200× cheaper than C at N=500"+c.suffix, fmt.Sprintf("C ÷ %s = %.1f×", c.name, 1/a.engineOver), 1/a.engineOver >= 200)
+				m := fmt.Sprintf("C ÷ %s = %.1f×", c.name, 1/a.engineOver)
+				if fl, ok := aggCostOver(r.Cost, cPython, cFloor, 500, false); ok && !math.IsNaN(fl.engineOver) {
+					m += fmt.Sprintf(" (C ÷ floor = %.1f×: the components alone, without an engine)", 1/fl.engineOver)
+				}
+				row("≥ 200× cheaper than C at N=500"+c.suffix, m, 1/a.engineOver >= 200)
 			}
 		}
 	}

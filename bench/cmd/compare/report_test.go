@@ -187,3 +187,34 @@ func TestPreciseCostTargets(t *testing.T) {
 		t.Errorf("precise ratios without precise samples:\n%s", got)
 	}
 }
+
+// TestFloorRatios: the floor's table and the C target's row give C ÷ floor and the
+// engines ÷ floor as medians of per-repetition ratios, and the verdict stays the engine's.
+func TestFloorRatios(t *testing.T) {
+	var r results
+	r.Reps = 3
+	for rep := 1; rep <= 3; rep++ {
+		k := float64(rep) // every contender slower by the same factor in a repetition
+		for name, us := range map[string]float64{cEngine: 60, cEnginePrecise: 50, cFloor: 40, cPython: 9000} {
+			r.Cost = append(r.Cost, costSample{Contender: name, N: 500, Rep: rep, Ticks: 100, MeanUs: us * k})
+		}
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(renderTargets(&r), "\n") {
+		if cells := strings.Split(line, " | "); len(cells) == 3 {
+			rows[strings.TrimPrefix(cells[0], "| ")] = cells[1] + " | " + strings.TrimSuffix(cells[2], " |")
+		}
+	}
+	for target, want := range map[string]string{
+		"≥ 200× cheaper than C at N=500":           "C ÷ cycled = 150.0× (C ÷ floor = 225.0×: the components alone, without an engine) | **missed**",
+		"≥ 200× cheaper than C at N=500 (precise)": "C ÷ cycled precise = 180.0× (C ÷ floor = 225.0×: the components alone, without an engine) | **missed**",
+	} {
+		if got := rows[target]; got != want {
+			t.Errorf("%s: %q, want %q", target, got, want)
+		}
+	}
+	table := renderCost(&r)
+	if want := "| 500 | 80.0 | 160.0 | 1.50× | 1.25× | 225× |"; !strings.Contains(table, want) { // medians: the second repetition
+		t.Errorf("no floor row %q in\n%s", want, table)
+	}
+}

@@ -23,6 +23,9 @@ const (
 	cPlain         = "A plain Go"
 	cFailsafe      = "B failsafe-go"
 	cPython        = "C asyncio"
+	// cFloor is not a contender but a bound: the components' own work per module in a bare
+	// loop (peers.Floor), measured on clean ticks at the target sizes.
+	cFloor = "floor"
 )
 
 // costSample is one contender's tick cost in one repetition.
@@ -127,6 +130,9 @@ func runTickCost(o *opts, py *pySketch) []costSample {
 				names := []string{cEngine, cPlain, cFailsafe, cPython}
 				if slices.Contains(preciseCostSizes, n) {
 					names = append(names, cEnginePrecise)
+					if !fail {
+						names = append(names, cFloor)
+					}
 				}
 				k := (rep - 1) % len(names)
 				names = append(names[k:], names[:k]...)
@@ -173,6 +179,8 @@ func newGoContender(name string, spec peers.Spec) peers.Contender {
 		return peers.NewPlain(spec)
 	case cFailsafe:
 		return peers.NewFailsafe(spec)
+	case cFloor:
+		return peers.NewFloor(spec)
 	}
 	fatalf("unknown contender %q", name)
 	return nil

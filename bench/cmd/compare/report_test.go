@@ -108,6 +108,18 @@ func TestMachineWake(t *testing.T) {
 	}
 }
 
+// targetCells returns the targets table of r: for each target, its measured and verdict
+// cells as "measured | verdict".
+func targetCells(r *results) map[string]string {
+	rows := map[string]string{}
+	for _, line := range strings.Split(renderTargets(r), "\n") {
+		if cells := strings.Split(line, " | "); len(cells) == 3 {
+			rows[strings.TrimPrefix(cells[0], "| ")] = cells[1] + " | " + strings.TrimSuffix(cells[2], " |")
+		}
+	}
+	return rows
+}
+
 // TestPeerRatioTargets: B and C are judged on the median of the per-repetition ratios,
 // shown with a decimal, so that a ratio just under its bound does not read as the bound.
 func TestPeerRatioTargets(t *testing.T) {
@@ -118,12 +130,7 @@ func TestPeerRatioTargets(t *testing.T) {
 	for rep, b := range []float64{1960, 2100, 1900} { // B ÷ cycled: 19.6, 21, 19
 		cost = append(cost, sample(cEngine, rep+1, 100), sample(cFailsafe, rep+1, b), sample(cPython, rep+1, 100*b/10))
 	}
-	rows := map[string]string{}
-	for _, line := range strings.Split(renderTargets(&results{Cost: cost}), "\n") {
-		if cells := strings.Split(line, " | "); len(cells) == 3 {
-			rows[strings.TrimPrefix(cells[0], "| ")] = cells[1] + " | " + strings.TrimSuffix(cells[2], " |")
-		}
-	}
+	rows := targetCells(&results{Cost: cost})
 	for target, want := range map[string]string{
 		"≥ 20× cheaper than B at N=500":  "B ÷ cycled = 19.6× | **missed**",
 		"≥ 200× cheaper than C at N=500": "C ÷ cycled = 196.0× | **missed**",
@@ -199,12 +206,7 @@ func TestFloorRatios(t *testing.T) {
 			r.Cost = append(r.Cost, costSample{Contender: name, N: 500, Rep: rep, Ticks: 100, MeanUs: us * k})
 		}
 	}
-	rows := map[string]string{}
-	for _, line := range strings.Split(renderTargets(&r), "\n") {
-		if cells := strings.Split(line, " | "); len(cells) == 3 {
-			rows[strings.TrimPrefix(cells[0], "| ")] = cells[1] + " | " + strings.TrimSuffix(cells[2], " |")
-		}
-	}
+	rows := targetCells(&r)
 	for target, want := range map[string]string{
 		"≥ 200× cheaper than C at N=500":           "C ÷ cycled = 150.0× (C ÷ floor = 225.0×: the components alone, without an engine) | **missed**",
 		"≥ 200× cheaper than C at N=500 (precise)": "C ÷ cycled precise = 180.0× (C ÷ floor = 225.0×: the components alone, without an engine) | **missed**",

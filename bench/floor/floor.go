@@ -19,7 +19,7 @@
 // only marked failed); nor a few things a module's run also needs that are cheap: the
 // input's tick, deadline and attempt (tiers.Input), whether an input was stale. So it is a
 // bound, not a peer: no engine built on these components does less for a module that
-// succeeds.
+// succeeds, and on one core none takes less time.
 //
 // make bench-floor REPS=7 runs every case of its benchmarks once per repetition, so that
 // they alternate.

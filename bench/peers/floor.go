@@ -11,9 +11,9 @@ import (
 // Floor is not a peer but a bound: bench/floor's bare loop, which does for every module
 // the work that cycled's tick semantics require of a run that succeeds, with cycled's own
 // components, on one goroutine and without an engine (no tiers, deadlines, hand-offs,
-// admission checks, settling or summary). What it costs a tick is what no engine built on
-// those components can go below. A failing module's line is only marked failed: it is
-// measured on clean ticks.
+// admission checks, settling or summary). An engine built on those components does at
+// least this work, so on one core its tick takes at least this long. A failing module's
+// line is only marked failed: it is measured on clean ticks.
 type Floor struct {
 	l     *floor.Loop
 	mods  []Module // in the loop's order: by tier, as the engine runs them

@@ -171,27 +171,24 @@ func renderCost(r *results) string {
 func floorTable(r *results) string {
 	var b strings.Builder
 	b.WriteString("\n**The floor** (clean): the per-module work of a successful run, done by cycled's components in a bare loop on one goroutine, with no tiers, deadlines, " +
-		"hand-offs, admission checks, settling or summary (`bench/floor`, `peers.Floor`). No engine built on these components costs less; C ÷ floor is the most " +
-		"that such an engine could reach against C in this run.\n\n")
+		"hand-offs, admission checks, settling or summary (`bench/floor`, `peers.Floor`). An engine built on these components does at least this work; " +
+		"on one core its tick takes at least this long, so C ÷ floor is the most it could reach against C in this run without sharing the modules out between cores.\n\n")
 	b.WriteString("| N | floor µs/tick | ns/module | cycled ÷ floor | cycled precise ÷ floor | C ÷ floor (target for cycled ≥ 200 at 500) |\n|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range costSizes(r.Cost) {
 		fl, ok := aggCostOver(r.Cost, cFloor, cFloor, n, false)
 		if !ok {
 			continue
 		}
-		over := func(name string, invert bool) string {
+		// this ÷ floor: aggCostOver's ratio is the floor's mean over this one's.
+		over := func(name string) string {
 			x, ok := aggCostOver(r.Cost, name, cFloor, n, false)
 			if !ok || math.IsNaN(x.engineOver) { // not measured, or in no repetition the floor was
 				return "—"
 			}
-			if invert {
-				return ratio(1 / x.engineOver)
-			}
-			return ratio(x.engineOver)
+			return ratio(1 / x.engineOver)
 		}
-		// aggCostOver(name, floor) holds floor ÷ name: engines are inverted, C is not.
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", n, f(fl.mean), f(fl.mean*1000/float64(n)),
-			over(cEngine, true), over(cEnginePrecise, true), over(cPython, true))
+			over(cEngine), over(cEnginePrecise), over(cPython))
 	}
 	return b.String()
 }
@@ -430,7 +427,7 @@ func renderTargets(r *results) string {
 			if a, ok := aggCostOver(r.Cost, cPython, c.name, 500, false); ok {
 				m := fmt.Sprintf("C ÷ %s = %.1f×", c.name, 1/a.engineOver)
 				if fl, ok := aggCostOver(r.Cost, cPython, cFloor, 500, false); ok && !math.IsNaN(fl.engineOver) {
-					m += fmt.Sprintf(" (C ÷ floor = %.1f×: the components alone, without an engine)", 1/fl.engineOver)
+					m += fmt.Sprintf(" (C ÷ floor = %.1f×: the components alone on one core, without an engine)", 1/fl.engineOver)
 				}
 				row("≥ 200× cheaper than C at N=500"+c.suffix, m, 1/a.engineOver >= 200)
 			}

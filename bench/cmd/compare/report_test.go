@@ -208,8 +208,8 @@ func TestFloorRatios(t *testing.T) {
 	}
 	rows := targetCells(&r)
 	for target, want := range map[string]string{
-		"≥ 200× cheaper than C at N=500":           "C ÷ cycled = 150.0× (C ÷ floor = 225.0×: the components alone, without an engine) | **missed**",
-		"≥ 200× cheaper than C at N=500 (precise)": "C ÷ cycled precise = 180.0× (C ÷ floor = 225.0×: the components alone, without an engine) | **missed**",
+		"≥ 200× cheaper than C at N=500":           "C ÷ cycled = 150.0× (C ÷ floor = 225.0×: the components alone on one core, without an engine) | **missed**",
+		"≥ 200× cheaper than C at N=500 (precise)": "C ÷ cycled precise = 180.0× (C ÷ floor = 225.0×: the components alone on one core, without an engine) | **missed**",
 	} {
 		if got := rows[target]; got != want {
 			t.Errorf("%s: %q, want %q", target, got, want)

@@ -128,9 +128,6 @@ func New(names []string, mods []tiers.Module, without Part) *Loop {
 	return l
 }
 
-// Len returns the number of modules.
-func (l *Loop) Len() int { return len(l.mods) }
-
 // Tick runs every module once as tick id (ids must grow from 1) and returns the tick's
 // lines and values, which later ticks do not write (unless PartLines is left out).
 func (l *Loop) Tick(ctx context.Context, id uint64) ([]Line, []any) {

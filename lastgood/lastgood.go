@@ -223,12 +223,7 @@ func (s *Store) SetTTL(key string, ttl TTL) {
 // The latest Put of a key always wins; e.Written should be the time of the successful
 // write, as it is the origin of the value's age and a sample of the key's write interval.
 // Put of a key that already has a record allocates nothing.
-func (s *Store) Put(e Entry) Entry { return s.put(s.record(e.Key, true), e) }
-
-func (s *Store) put(r *record, e Entry) Entry {
-	e.Seq = (*Slot)(r).PutValue(e.Value, e.Module, e.TickID, e.Written)
-	return e
-}
+func (s *Store) Put(e Entry) Entry { return s.Slot(e.Key).Put(e) }
 
 // seqBlock is how many sequence numbers a record takes from the store at a time: writers
 // of different keys touch the store-wide counter once per seqBlock writes.
@@ -306,7 +301,8 @@ func (s *Store) Slot(key string) *Slot { return (*Slot)(s.record(key, true)) }
 // Put is Store.Put for the slot's key (e.Key is set to it).
 func (sl *Slot) Put(e Entry) Entry {
 	e.Key = sl.key
-	return sl.st.put((*record)(sl), e)
+	e.Seq = sl.PutValue(e.Value, e.Module, e.TickID, e.Written)
+	return e
 }
 
 // PutValue is Put for the slot's key with only the fields a writer sets, returning the

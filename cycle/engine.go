@@ -454,16 +454,13 @@ func (e *Engine) applyLocked(st *state) {
 		}
 		created[name] = true
 		if _, err := e.breakers.GetOrCreate(s); errors.Is(err, breaker.ErrConflict) {
-			e.breakers.Remove(name)
+			e.removeBreaker(name)
 			_, _ = e.breakers.GetOrCreate(s) // just removed: no conflict is left
 		}
 	}
 	for _, snap := range e.breakers.List() {
 		if _, ok := want[snap.Name]; !ok {
-			e.breakers.Remove(snap.Name)
-			e.circMu.Lock()
-			delete(e.nonClosed, snap.Name)
-			e.circMu.Unlock()
+			e.removeBreaker(snap.Name)
 		}
 	}
 	n := 0
@@ -504,6 +501,16 @@ func (e *Engine) applyLocked(st *state) {
 			h.OnApply(st.version)
 		}
 	}
+}
+
+// removeBreaker removes the breaker called name, and its state from the circuits the
+// summary lists: a breaker created again in its place (a reload that changed its settings)
+// starts closed, and no transition of the old one will say so.
+func (e *Engine) removeBreaker(name string) {
+	e.breakers.Remove(name)
+	e.circMu.Lock()
+	delete(e.nonClosed, name)
+	e.circMu.Unlock()
 }
 
 func (e *Engine) onBreaker(t breaker.Transition) {

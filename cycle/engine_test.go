@@ -599,6 +599,42 @@ func TestReloadRejectedWhole(t *testing.T) {
 	})
 }
 
+// TestReloadReplacesOpenBreaker: a reload that changes an open breaker's settings replaces
+// it with a closed one (README, "Breaker events"), and the summaries say so from the next
+// tick on: the module runs, its circuit is closed, no circuit is listed open.
+func TestReloadReplacesOpenBreaker(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failNow atomic.Bool
+		failNow.Store(true)
+		m := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if failNow.Load() {
+				return nil, fault.Validation(errBoom)
+			}
+			return "v", nil
+		}}
+		regs := []Registration{reg("m", "knowledge", m)}
+		e := newEngine(t, Config{}, regs)
+		var s *faultsummary.Summary
+		for range 3 { // the knowledge tier's threshold
+			s = tick(t, e)
+		}
+		if !slices.Equal(s.OpenCircuits, []string{"m"}) {
+			t.Fatalf("before the reload: open circuits %v, want [m]", s.OpenCircuits)
+		}
+		ts := testTiers()
+		ts[1].Breaker.FailureThreshold = 4
+		if err := e.Reload(Config{Tiers: ts}, regs); err != nil {
+			t.Fatal(err)
+		}
+		failNow.Store(false)
+		s = tick(t, e)
+		if mm := mod(t, s, "m"); mm.Status != "ok" || mm.CircuitState != "closed" || len(s.OpenCircuits) > 0 || s.OverallSeverity != "ok" {
+			t.Fatalf("after the reload: status %q, circuit %q, open circuits %v, severity %q",
+				mm.Status, mm.CircuitState, s.OpenCircuits, s.OverallSeverity)
+		}
+	})
+}
+
 func TestTickIDsAndHistory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEngine(t, Config{History: 3}, []Registration{reg("a", "knowledge", ok("a"))})

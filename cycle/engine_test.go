@@ -428,6 +428,33 @@ func TestAbortShortCircuits(t *testing.T) {
 	})
 }
 
+// TestAbortRecordsNoBreakerFailure: a module under the abort policy that is abandoned at
+// the deadline (timed_out) or still running from an earlier tick (busy) short-circuits the
+// tick, and, as for any failure of an abort module, records nothing on its breaker.
+func TestAbortRecordsNoBreakerFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hang := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			time.Sleep(300 * time.Millisecond) // ignores its context; the knowledge budget is 200 ms
+			return 1, nil
+		}}
+		e := newEngine(t, Config{}, []Registration{reg("gate", "knowledge", hang, func(s *tiers.ModuleSpec) { s.Policy = tiers.Abort })})
+		want := []faultsummary.Status{faultsummary.StatusTimedOut, faultsummary.StatusBusy, faultsummary.StatusBusy, faultsummary.StatusTimedOut, faultsummary.StatusBusy}
+		for i, w := range want { // five failures; the knowledge tier's breaker opens after 3
+			if w == faultsummary.StatusTimedOut && i > 0 {
+				time.Sleep(200 * time.Millisecond) // the abandoned run returns
+			}
+			s := tick(t, e)
+			m := mod(t, s, "gate")
+			if m.Status != w || s.Finish != faultsummary.ShortCircuited || s.EmergencyMode || m.CircuitState != "closed" {
+				t.Errorf("tick %d: status %q (want %q), finish %q, emergency %v, circuit %q (an abort failure must not count)",
+					s.TickID, m.Status, w, s.Finish, s.EmergencyMode, m.CircuitState)
+				break
+			}
+		}
+		time.Sleep(300 * time.Millisecond) // the last run returns before the bubble ends
+	})
+}
+
 func TestFailFastInLaterTier(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		later := ok("x")

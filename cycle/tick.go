@@ -338,8 +338,11 @@ func (tr *tierRun) settle(late []int32, timedOut bool) (tierOutcome, time.Time) 
 			continue // success: the retry count is all there is to do
 		case lsBusy:
 			failedNow = true
-			if p := rt.br.Acquire(); p.Allowed() {
+			// An abort policy's failures record nothing on the breaker (DESIGN, step 6).
+			if p := rt.br.Acquire(); p.Allowed() && rt.planned.Policy != tiers.Abort {
 				rt.br.Failure(p, fault.KindTransient)
+			} else {
+				rt.br.Release(p)
 			}
 			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
 		case lsOpen:
@@ -354,9 +357,11 @@ func (tr *tierRun) settle(late []int32, timedOut bool) (tierOutcome, time.Time) 
 		case lsTimedOut:
 			// Abandoned: the module ignored its context. Its late result is discarded.
 			ln.latency = tEnd.Sub(tStart)
-			rt.br.Failure(rt.w.permit, fault.KindTransient)
 			failedNow = rt.planned.Policy != tiers.Abort
-			if rt.planned.Policy == tiers.Abort {
+			if failedNow {
+				rt.br.Failure(rt.w.permit, fault.KindTransient)
+			} else {
+				rt.br.Release(rt.w.permit)
 				out.abort, out.abortBy = true, rt.name
 			}
 			e.serveFallback(s, tl, rt, ti, tickStart, true, true)

@@ -537,6 +537,45 @@ func TestEveryThirdTick(t *testing.T) {
 	})
 }
 
+// TestIdleModulesWithExpiredValuesAreNotDegraded: a module with nothing to do this tick
+// (not due, or emergency-only outside emergency mode) is not a degradation, also once its
+// last value has outlived its TTL: the entry is served expired, but neither degraded_keys
+// nor the severity count it, so a healthy tick stays ok.
+func TestIdleModulesWithExpiredValuesAreNotDegraded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failNow atomic.Bool
+		failNow.Store(true)
+		guard := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if failNow.Load() {
+				return nil, fault.Validation(errBoom)
+			}
+			return "clear", nil
+		}}
+		e := newEngine(t, Config{Emergency: EmergencyConfig{SkipTiers: []string{"knowledge"}, RecoverAfter: 1}}, []Registration{
+			reg("guard", "safety", guard),
+			reg("rare", "knowledge", ok("r"), func(s *tiers.ModuleSpec) { s.Every = 4; s.TTL = lastgood.TTL{Fixed: time.Second} }),
+			reg("safe_stop", "planning", ok("stopped"), func(s *tiers.ModuleSpec) { s.Emergency = true }),
+		})
+		if s := tick(t, e); !s.EmergencyMode || mod(t, s, "safe_stop").Status != faultsummary.StatusOK {
+			t.Fatalf("tick 1: emergency %v, safe_stop %q", s.EmergencyMode, mod(t, s, "safe_stop").Status)
+		}
+		failNow.Store(false)
+		for range 3 { // tick 2 recovers; tick 4 runs rare (every 4th tick)
+			tick(t, e)
+		}
+		time.Sleep(10 * time.Second) // past both values' TTLs (1 s, and the default 5 s)
+		s := tick(t, e)              // tick 5: rare not due, safe_stop idle
+		for _, name := range []string{"rare", "safe_stop"} {
+			if sv := mod(t, s, name).Served; sv.Source != blackboard.None || !sv.Expired {
+				t.Errorf("%s served %+v, want none, expired", name, sv)
+			}
+		}
+		if s.EmergencyMode || len(s.DegradedKeys) > 0 || s.OverallSeverity != faultsummary.OK {
+			t.Fatalf("healthy tick: emergency %v, degraded_keys %v, severity %q", s.EmergencyMode, s.DegradedKeys, s.OverallSeverity)
+		}
+	})
+}
+
 func TestDerivedFromStalePropagates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool

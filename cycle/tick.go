@@ -230,7 +230,10 @@ func (e *Engine) serveFallback(s *faultsummary.Summary, tl *tickLines, rt *modRT
 	x.hasServed, x.usingFallback = true, ent.Source == blackboard.LastGood
 	x.served = faultsummary.Served{Key: rt.key, Source: ent.Source, Stale: ent.Stale, Expired: ent.Expired,
 		AgeMs: blackboard.Millis(ent.Age), Value: ent.Value, Written: ent.Written, WrittenTick: ent.TickID, Seq: ent.Seq}
-	if degraded || ent.Expired {
+	// A module that had nothing to do (not due, emergency-only outside emergency) is not a
+	// degradation, also when its last value has expired meanwhile: the served entry says
+	// expired, degraded_keys does not list it (README, "Statuses").
+	if degraded {
 		switch {
 		case ent.Expired:
 			s.DegradedKeys = append(s.DegradedKeys, tl.st.degradedKey(rt, true))

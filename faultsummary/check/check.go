@@ -857,7 +857,8 @@ func (r *run) served(i int) {
 
 // degradedKeys checks degraded_keys against the lines: "key" for a degraded line served
 // from last_good, "key (none)" for a degraded line with nothing to serve, "key (expired)"
-// for any line whose value expired.
+// for a degraded line whose value expired. A line that is not degraded (not due, an idle
+// emergency-only module, a control outcome) is not listed, expired or not.
 func (r *run) degradedKeys() {
 	s := r.s
 	var want []string
@@ -865,10 +866,9 @@ func (r *run) degradedKeys() {
 		m := &r.mods[i]
 		sv := m.Served
 		switch {
-		case sv.Source == blackboard.Live:
+		case sv.Source == blackboard.Live, !r.degraded(i):
 		case sv.Expired:
 			want = append(want, sv.Key+" (expired)")
-		case !r.degraded(i):
 		case sv.Source == blackboard.LastGood:
 			want = append(want, sv.Key)
 		default:

@@ -80,7 +80,8 @@
 //	                        fail-closed rule
 //	degraded_keys           degraded_keys holds "key" for every degraded line served from
 //	                        last_good, "key (none)" for every degraded line with nothing to
-//	                        serve and "key (expired)" for every expired line
+//	                        serve and "key (expired)" for every degraded line whose value
+//	                        expired; a line that is not degraded is not listed
 //	emergency_enter         a safety failure (a safety-tier module without the abort policy
 //	                        that failed as for tier_status) leaves emergency_mode on with 0
 //	                        healthy ticks; emergency starts only on such a tick, with

@@ -274,6 +274,10 @@ func Validate(cfg Config) (*Plan, Problems) {
 			if _, ok := cfg.Breakers[m.Breaker]; !ok {
 				add(p+".breaker", "unknown breaker %q (declare it under breakers)", m.Breaker)
 			}
+		} else if _, ok := cfg.Breakers[m.Name]; ok {
+			// The module's own breaker carries its name: it would be the named one, with
+			// either's settings silently lost.
+			add(p+".name", "%q is also the name of a named breaker (breakers.%s), and a module's own breaker carries its module's name: rename one, or set breaker: %s to share it", m.Name, m.Name, m.Name)
 		}
 		if m.Policy > Abort {
 			add(p+".policy", "unknown policy")

@@ -43,6 +43,16 @@ func TestBaseConfigIsValid(t *testing.T) {
 	}
 }
 
+// TestModuleSharesBreakerOfItsName: a module named like a named breaker may share it, by
+// naming it; only a module that would make its own breaker of that name is refused.
+func TestModuleSharesBreakerOfItsName(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Modules[4].Name, cfg.Modules[4].Breaker = "llm", "llm"
+	if _, ps := Validate(cfg); len(ps) != 0 {
+		t.Fatalf("problems: %v", ps)
+	}
+}
+
 // TestValidateRules checks every rule on its own: one mistake in an otherwise valid
 // configuration gives exactly one problem with its exact path.
 func TestValidateRules(t *testing.T) {
@@ -99,6 +109,8 @@ func TestValidateRules(t *testing.T) {
 			c.Modules[1].TTL = lastgood.TTL{Auto: true, Min: time.Second, Max: time.Millisecond}
 		}, "modules[1].ttl", "auto TTL min 1s is above max 1ms", false},
 		{"unknown named breaker", func(c *Config) { c.Modules[2].Breaker = "db" }, "modules[2].breaker", `unknown breaker "db" (declare it under breakers)`, false},
+		{"module named like a named breaker", func(c *Config) { c.Modules[4].Name = "llm" }, "modules[4].name",
+			`"llm" is also the name of a named breaker (breakers.llm)`, false},
 		{"unknown module policy", func(c *Config) { c.Modules[2].Policy = Abort + 1 }, "modules[2].policy", "unknown policy", false},
 		{"retry on a non-idempotent module (tier attempts)", func(c *Config) { c.Modules[1].Idempotent = ptr(false) }, "modules[1].idempotent", "retry configured (3 attempts) on a non-idempotent module", false},
 		{"retry on a non-idempotent module (module attempts)", func(c *Config) {

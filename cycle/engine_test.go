@@ -541,6 +541,25 @@ func TestEveryThirdTick(t *testing.T) {
 // (not due, or emergency-only outside emergency mode) is not a degradation, also once its
 // last value has outlived its TTL: the entry is served expired, but neither degraded_keys
 // nor the severity count it, so a healthy tick stays ok.
+// TestModuleOwnCanceledIsAFailure: a safety module that returns a context.Canceled of its
+// own (a sub-operation it cancelled), while the tick goes on, fails: its breaker counts it
+// and the cycle enters emergency mode. Only the tick's cancellation is not a fault.
+func TestModuleOwnCanceledIsAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		guard := &script{fn: func(ctx context.Context, _ *tiers.Input) (any, error) {
+			sub, cancel := context.WithCancel(ctx)
+			cancel()
+			return nil, fmt.Errorf("sensor read: %w", sub.Err())
+		}}
+		e := newEngine(t, Config{}, []Registration{reg("guard", "safety", guard)})
+		s := tick(t, e)
+		g := mod(t, s, "guard")
+		if g.Status != faultsummary.StatusFailed || g.FaultKind != "internal" || !s.EmergencyMode {
+			t.Fatalf("guard %q kind %q; emergency %v", g.Status, g.FaultKind, s.EmergencyMode)
+		}
+	})
+}
+
 func TestIdleModulesWithExpiredValuesAreNotDegraded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool

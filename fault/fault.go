@@ -193,7 +193,10 @@ func Classify(err error) Kind {
 
 // ClassifyIn classifies err returned by work done under ctx. When ctx itself was
 // cancelled (not timed out) the result is KindCanceled whatever err says, because a
-// cancellation of the caller's own context is not the callee's fault.
+// cancellation of the caller's own context is not the callee's fault. When ctx is still
+// live, a context.Canceled in err that no Wrap marked is the callee's own (a sub-operation
+// it cancelled), not the tick's or the daemon's: KindInternal, which a breaker counts,
+// where KindCanceled would let a module fail every tick unnoticed.
 func ClassifyIn(ctx context.Context, err error) Kind {
 	if err == nil {
 		return KindNone
@@ -201,5 +204,11 @@ func ClassifyIn(ctx context.Context, err error) Kind {
 	if ctx != nil && errors.Is(ctx.Err(), context.Canceled) && errors.Is(context.Cause(ctx), context.Canceled) {
 		return KindCanceled
 	}
-	return Classify(err)
+	k := Classify(err)
+	if k == KindCanceled && ctx != nil && ctx.Err() == nil {
+		if _, marked := errors.AsType[*Error](err); !marked {
+			return KindInternal
+		}
+	}
+	return k
 }

@@ -88,9 +88,14 @@ func TestClassify(t *testing.T) {
 			if got := Classify(tt.err); got != tt.want {
 				t.Errorf("Classify(%v) = %v, want %v", tt.err, got, tt.want)
 			}
-			// Without a cancelled caller context, ClassifyIn agrees with Classify.
-			if got := ClassifyIn(context.Background(), tt.err); got != tt.want {
-				t.Errorf("ClassifyIn(Background, %v) = %v, want %v", tt.err, got, tt.want)
+			// Without a cancelled caller context, ClassifyIn agrees with Classify, except
+			// that an unmarked Canceled is then the callee's own: internal.
+			want := tt.want
+			if _, marked := errors.AsType[*Error](tt.err); want == KindCanceled && !marked {
+				want = KindInternal
+			}
+			if got := ClassifyIn(context.Background(), tt.err); got != want {
+				t.Errorf("ClassifyIn(Background, %v) = %v, want %v", tt.err, got, want)
 			}
 		})
 	}
@@ -173,6 +178,8 @@ func TestClassifyIn(t *testing.T) {
 		{"nil error, cancelled ctx", cancelled, nil, KindNone},
 		{"nil ctx", nil, Transient(base), KindTransient},
 		{"live ctx classifies normally", context.Background(), Validation(base), KindValidation},
+		{"live ctx, the callee's own Canceled", context.Background(), fmt.Errorf("sub-call: %w", context.Canceled), KindInternal},
+		{"live ctx, Canceled marked by Wrap", context.Background(), Wrap(KindCanceled, context.Canceled), KindCanceled},
 
 		{"cancelled ctx, transient", cancelled, Transient(base), KindCanceled},
 		{"cancelled ctx, permanent", cancelled, Permanent(base), KindCanceled},

@@ -109,7 +109,8 @@ func TestTransientRetriedThenOK(t *testing.T) {
 }
 
 func TestNonRetryableReturnAtOnce(t *testing.T) {
-	canceledErr := fmt.Errorf("callee gave up: %w", context.Canceled)
+	// Marked: an unmarked Canceled under a live context is the callee's own (internal).
+	canceledErr := fault.Wrap(fault.KindCanceled, fmt.Errorf("callee gave up: %w", context.Canceled))
 	for _, tc := range []struct {
 		name      string
 		err       error
@@ -124,6 +125,7 @@ func TestNonRetryableReturnAtOnce(t *testing.T) {
 		{"downstream is opt-in", fault.Downstream(errIO), 0, fault.KindDownstream},
 		{"transient not in custom set", fault.Transient(errIO), fault.SetOf(fault.KindDownstream), fault.KindTransient},
 		{"canceled is never retried", canceledErr, fault.SetOf(fault.KindCanceled, fault.KindTransient), fault.KindCanceled},
+		{"the callee's own Canceled is internal", fmt.Errorf("sub-call: %w", context.Canceled), fault.SetOf(fault.KindCanceled, fault.KindTransient), fault.KindInternal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

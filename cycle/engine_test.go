@@ -560,6 +560,40 @@ func TestModuleOwnCanceledIsAFailure(t *testing.T) {
 	})
 }
 
+// TestCancelledTickIsNotAFault: a tick whose context the caller cancelled runs none of its
+// modules; each fails as canceled, unrun, with nothing recorded on its breaker, and the
+// safety tier's failing so does not enter emergency mode. The next tick runs normally.
+func TestCancelledTickIsNotAFault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		guard, work := ok("clear"), ok("w")
+		e := newEngine(t, Config{}, []Registration{reg("guard", "safety", guard), reg("work", "knowledge", work)})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		for range 3 { // the safety breaker's threshold is 2
+			s, err := e.Tick(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range []string{"guard", "work"} {
+				m := mod(t, s, name)
+				if m.Status != faultsummary.StatusFailed || m.FaultKind != "canceled" || m.Attempts != 0 || m.CircuitState != "closed" {
+					t.Fatalf("tick %d, %s: status %q kind %q attempts %d circuit %q", s.TickID, name, m.Status, m.FaultKind, m.Attempts, m.CircuitState)
+				}
+			}
+			if s.EmergencyMode {
+				t.Fatalf("tick %d: a cancelled tick entered emergency mode: %+v", s.TickID, s.Emergency)
+			}
+		}
+		if guard.runs.Load() != 0 || work.runs.Load() != 0 {
+			t.Fatalf("modules ran in cancelled ticks: guard %d, work %d", guard.runs.Load(), work.runs.Load())
+		}
+		s := tick(t, e)
+		if mod(t, s, "guard").Status != faultsummary.StatusOK || s.OverallSeverity != faultsummary.OK {
+			t.Fatalf("the next tick: guard %q, severity %q", mod(t, s, "guard").Status, s.OverallSeverity)
+		}
+	})
+}
+
 func TestIdleModulesWithExpiredValuesAreNotDegraded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool

@@ -25,16 +25,18 @@ type emergencyState struct {
 	endedTick uint64
 }
 
-// errBusy and errAbandoned are the errors reported for modules that did not return in time.
+// statusError is the error reported for a module the engine did not run to its end: busy,
+// abandoned, refused by an open breaker, never started.
 type statusError string
 
 func (e statusError) Error() string { return string(e) }
 
 const (
-	errBusy      statusError = "still running from an earlier tick (ignored its context)"
-	errAbandoned statusError = "still running at the tier deadline: abandoned, its late result discarded"
-	errOpenFail  statusError = "circuit breaker is open (on_open: fail)"
-	errUnstarted statusError = "not started before the tier deadline"
+	errBusy         statusError = "still running from an earlier tick (ignored its context)"
+	errAbandoned    statusError = "still running at the tier deadline: abandoned, its late result discarded"
+	errOpenFail     statusError = "circuit breaker is open (on_open: fail)"
+	errUnstarted    statusError = "not started before the tier deadline"
+	errTickCanceled statusError = "not started: the tick was cancelled"
 )
 
 // statusUnstarted marks, until its tier is settled, a module never started before the

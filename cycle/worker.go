@@ -847,10 +847,19 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 		return
 	}
 	if r.res.Attempts == 0 && r.res.Err != nil {
-		// Not started, before the deadline (its tier's context was cancelled already):
-		// not a run, and not the module's failure.
-		ln.status = lsUnstarted
-		e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
+		// Not started: its tier's context was done already, or the runner reached it at or
+		// after the deadline. Not a run, and not the module's failure. If the tick was
+		// cancelled (the retry budget classified the refusal canceled), it failed as
+		// canceled: nothing recorded on its breaker, no emergency mode from the safety
+		// tier. Otherwise the deadline or the engine came first: unstarted, which the tier
+		// settles as timed out.
+		if r.res.Kind == fault.KindCanceled {
+			ln.status = lsFailed
+			e.kinds[i], e.errs[i] = fault.KindCanceled, errTickCanceled
+		} else {
+			ln.status = lsUnstarted
+			e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
+		}
 		tr.exception(rt.tierPos)
 		return
 	}

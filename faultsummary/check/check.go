@@ -775,7 +775,8 @@ func (r *run) attempts(m *faultsummary.Module, mc *Module) {
 			r.add(RuleStatusAttempts, "module %q: retried after %d attempt(s), want more than 1", m.Name, m.Attempts)
 		}
 	case faultsummary.StatusFailed, faultsummary.StatusProbeOK, faultsummary.StatusProbeFailed:
-		if m.Attempts < 1 {
+		// A module the tick's cancellation kept from starting failed as canceled, unrun.
+		if m.Attempts < 1 && !(m.Status == faultsummary.StatusFailed && m.FaultKind == fault.KindCanceled.String()) {
 			r.add(RuleStatusAttempts, "module %q: %s after %d attempts, want at least 1", m.Name, m.Status, m.Attempts)
 		}
 	case faultsummary.StatusTimedOut:

@@ -59,7 +59,8 @@
 //	retry_counts            retry_counts[m] == attempts − 1 for every line with
 //	                        attempts > 1 (whatever its status), and no other entry
 //	status_attempts         ok ⇒ 1 attempt; retried ⇒ more than 1; failed and probe_* ⇒ at
-//	                        least 1; busy/open/skipped/not_due ⇒ no attempt and no
+//	                        least 1 (failed as canceled: the tick's cancellation may have
+//	                        kept it from starting); busy/open/skipped/not_due ⇒ no attempt and no
 //	                        latency; never more attempts than configured
 //	fault_kind              busy and timed_out are transient; failed and probe_failed carry
 //	                        a fault kind (not control); retried, probe_ok, not_due and

@@ -387,6 +387,40 @@ func TestEmergencyLatch(t *testing.T) {
 	})
 }
 
+// TestEmergencyResetWhileFailingLatchesAgain: with latch on, an operator reset made while
+// the safety tier still fails does not let the emergency end on its own once it clears: the
+// next failure latches it again, and only a reset after the fault cleared ends it.
+func TestEmergencyResetWhileFailingLatchesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failNow atomic.Bool
+		guard := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if failNow.Load() {
+				return nil, fault.Validation(errBoom)
+			}
+			return "clear", nil
+		}}
+		e := newEngine(t, Config{Emergency: EmergencyConfig{Latch: true, RecoverAfter: 1}}, []Registration{reg("guard", "safety", guard)})
+		failNow.Store(true)
+		tick(t, e)
+		e.ResetEmergency()
+		if s := tick(t, e); !s.Emergency.Active || !s.Emergency.Latched {
+			t.Fatalf("a failure after the reset: %+v, want active and latched", s.Emergency)
+		}
+		failNow.Store(false)
+		time.Sleep(2 * time.Second) // the safety breaker, open after two failed ticks, cools down
+		for range 3 {
+			if s := tick(t, e); !s.EmergencyMode || mod(t, s, "guard").Status == faultsummary.StatusOpen {
+				t.Fatalf("tick %d: emergency %v, guard %q: want the guard run and the emergency kept without a reset",
+					s.TickID, s.EmergencyMode, mod(t, s, "guard").Status)
+			}
+		}
+		e.ResetEmergency()
+		if s := tick(t, e); s.EmergencyMode {
+			t.Fatalf("after a reset with the fault cleared: %+v", s.Emergency)
+		}
+	})
+}
+
 func TestOpenSafetyBreakerIsStandingFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		guard := failing(fault.Transient(errBoom))

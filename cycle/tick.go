@@ -660,6 +660,11 @@ func (e *Engine) evalEmergency(st *state, id uint64, failed, healthy bool, reaso
 	}
 	if failed || !healthy {
 		em.healthy = 0
+		if failed && st.cfg.Emergency.Latch {
+			// A reset acknowledges the emergency only for a safety tier that then stays
+			// healthy: a failure after it latches the emergency again (README, "Emergency").
+			em.latched = true
+		}
 		return
 	}
 	em.healthy++

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ type decoder struct {
 	present  map[string]bool       // paths of the keys given (with a non-null value)
 	origins  map[*yaml.Node]string // where injected nodes come from ("env CYCLED_X")
 	lines    bool                  // mention line numbers in messages
+	json     bool                  // the tree came from JSON: scalars must have their field's JSON type
 	budget   int
 	overrun  bool
 }
@@ -225,6 +227,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	t := v.Type()
+	if d.json && n.Kind == yaml.ScalarNode && !d.jsonTyped(n, t, path) {
+		return
+	}
 	if t == durationType {
 		d.duration(n, v, path)
 		return
@@ -349,6 +354,50 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	default:
 		d.failShape(path, n, "cannot decode into %s", t)
 	}
+}
+
+var byteSizeType = reflect.TypeFor[ByteSize]()
+
+// jsonTyped reports whether the JSON scalar n has the JSON type that t takes, and records
+// a problem of shape when it does not: a JSON body is strictly typed, so a string where a
+// number or a bool belongs (or a number where a string belongs) is refused rather than
+// parsed, as POST /modules/{name}/faults refuses it. Durations and other textual values
+// (ttl, latency, policy, fail_kind) take strings; a size (max_body) takes a string or an
+// integer. A YAML file is not held to this: its scalars, and the environment's overrides,
+// are read by the field's type.
+func (d *decoder) jsonTyped(n *yaml.Node, t reflect.Type, path string) bool {
+	var tags []string
+	var want string
+	switch {
+	case t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface:
+		return true // checked at the element, or any JSON value
+	case t == byteSizeType:
+		tags, want = []string{"!!str", "!!int"}, "a size such as \"1MiB\" or 1048576"
+	case t == durationType:
+		tags, want = []string{"!!str"}, "a duration string such as \"150ms\""
+	case reflect.PointerTo(t).Implements(textUnmarshalerType), t.Kind() == reflect.String:
+		tags, want = []string{"!!str"}, "a string"
+	case t.Kind() == reflect.Bool:
+		tags, want = []string{"!!bool"}, "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		tags, want = []string{"!!int"}, "an integer"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		tags, want = []string{"!!int", "!!float"}, "a number"
+	default:
+		return true
+	}
+	if slices.Contains(tags, n.Tag) {
+		return true
+	}
+	got := n.Value
+	switch n.Tag {
+	case "!!str":
+		got = "the string " + strconv.Quote(n.Value)
+	case "!!int", "!!float":
+		got = "the number " + n.Value
+	}
+	d.failShape(path, n, "want %s, got %s", want, got)
+	return false
 }
 
 // duration parses "150ms"; a bare 0 is accepted, other bare numbers are refused because

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -38,7 +39,11 @@ func (e *DecodeError) Error() string {
 // "builtin": {"latency": "2ms"}}, or {"name": "planner", "tier": "planning", "kind":
 // "http", "http": {"url": "http://127.0.0.1:9000/tick"}}) and builds it. Decoding is
 // strict: a malformed body, an unknown field or a value of the wrong type gives a
-// *DecodeError; a well-formed module with invalid values (a duration that does not parse,
+// *DecodeError. JSON types are strict: a string where a number or a bool belongs ("every":
+// "3", "emergency": "true"), a number where a string belongs ("name": 123, "hang": 5) or a
+// float where an integer belongs is a wrong type, never converted; durations, ttl, latency
+// and the other textual values take strings, and http.max_body a string or an integer. A
+// well-formed module with invalid values (a duration that does not parse,
 // fail_rate 2, an http.url that is not an absolute http or https URL) gives a
 // *tiers.ValidationError. Paths are relative to the object ("builtin.fail_rate",
 // "http.url"); a malformed body has an empty path. The module is checked on its own
@@ -85,6 +90,7 @@ func decodeModuleConfig(body []byte) (ModuleConfig, error) {
 		return ModuleConfig{}, bad("malformed JSON: %v", err)
 	}
 	d := newDecoder(false)
+	d.json = true
 	m := ModuleConfig{Kind: KindBuiltin}
 	d.decode(n, reflect.ValueOf(&m).Elem(), "")
 	if m.Builtin != nil {
@@ -96,7 +102,7 @@ func decodeModuleConfig(body []byte) (ModuleConfig, error) {
 	ps := d.problems
 	if m.Name == "" && !d.present["name"] {
 		ps = append(ps, tiers.Problem{Path: "name", Message: "required"})
-	} else if !tiers.ValidName(m.Name) {
+	} else if !tiers.ValidName(m.Name) && !slices.ContainsFunc(ps, func(p tiers.Problem) bool { return p.Path == "name" }) {
 		ps = append(ps, tiers.Problem{Path: "name", Message: fmt.Sprintf("%q: use letters, digits, '.', '_' and '-'", m.Name)})
 	}
 	ps = mergeProblems(ps, m.check(""))

@@ -112,6 +112,65 @@ func TestDecodeModuleRejections(t *testing.T) {
 	}
 }
 
+// TestDecodeModuleStrictJSONTypes: a POST /modules body is JSON and strictly typed, as
+// the faults body is: a string where a number or a bool belongs, or a number where a
+// string belongs, is a *DecodeError (400) naming the field, not a value parsed from it.
+func TestDecodeModuleStrictJSONTypes(t *testing.T) {
+	tests := []struct {
+		body, path string
+	}{
+		{`{"name": 123, "tier": "knowledge"}`, "name"},
+		{`{"name": "a", "tier": 1}`, "tier"},
+		{`{"name": "a", "tier": "knowledge", "every": "3"}`, "every"},
+		{`{"name": "a", "tier": "knowledge", "every": 3.0}`, "every"},
+		{`{"name": "a", "tier": "knowledge", "emergency": "TRUE"}`, "emergency"},
+		{`{"name": "a", "tier": "knowledge", "idempotent": 1}`, "idempotent"},
+		{`{"name": "a", "tier": "knowledge", "priority": "0x10"}`, "priority"},
+		{`{"name": "a", "tier": "knowledge", "reads": [1]}`, "reads[0]"},
+		{`{"name": "a", "tier": "knowledge", "policy": 1}`, "policy"},
+		{`{"name": "a", "tier": "knowledge", "ttl": 5}`, "ttl"},
+		{`{"name": "a", "tier": "knowledge", "builtin": {"fail_rate": "0.5"}}`, "builtin.fail_rate"},
+		{`{"name": "a", "tier": "knowledge", "builtin": {"fail_attempts": "1"}}`, "builtin.fail_attempts"},
+		{`{"name": "a", "tier": "knowledge", "builtin": {"fail_ticks": [["3", 9]]}}`, "builtin.fail_ticks[0][0]"},
+		{`{"name": "a", "tier": "knowledge", "builtin": {"hang": 5}}`, "builtin.hang"},
+		{`{"name": "a", "tier": "knowledge", "builtin": {"panic": "false"}}`, "builtin.panic"},
+		{`{"name": "a", "kind": "http", "http": {"url": "http://x", "timeout": 40}}`, "http.timeout"},
+		{`{"name": "a", "kind": "http", "http": {"url": "http://x", "max_body": true}}`, "http.max_body"},
+	}
+	for _, tt := range tests {
+		_, err := config.DecodeModule([]byte(tt.body))
+		var de *config.DecodeError
+		if !errors.As(err, &de) {
+			t.Errorf("%s: err = %v (%T), want *config.DecodeError", tt.body, err, err)
+			continue
+		}
+		if got := de.Problems[0]; got.Path != tt.path || !strings.HasPrefix(got.Message, "want ") {
+			t.Errorf("%s: first problem %+v, want a wrong type at %q (%v)", tt.body, got, tt.path, err)
+		}
+	}
+	// The JSON types themselves still decode, a size takes an integer, and a YAML file
+	// keeps reading quoted scalars by the field's type (as environment overrides are).
+	reg, err := config.DecodeModule([]byte(`{"name": "a", "tier": "knowledge", "every": 3, "emergency": true, "priority": -2,
+		"builtin": {"fail_rate": 1, "fail_ticks": [[3, 9]], "hang": "0s", "value": "3"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := reg.Spec; s.Every != 3 || !s.Emergency || s.Priority != -2 {
+		t.Fatalf("spec %+v", s)
+	}
+	if v := reg.Module.(*modules.Builtin).Settings().Value; v != "3" {
+		t.Fatalf("value %#v, want the string \"3\"", v)
+	}
+	c := mustLoad(t, "cycle: {period: 0}\n"+minimal+`  - name: quoted
+    tier: knowledge
+    every: "3"
+    emergency: "true"
+`)
+	if m := c.Modules[len(c.Modules)-1]; m.Name != "quoted" || m.Every != 3 || !m.Emergency {
+		t.Fatalf("YAML module %+v", m)
+	}
+}
+
 // TestDecodeModuleThenRegister is the path of POST /modules: decode, then register with
 // the running engine, which validates the module against the configuration in force.
 func TestDecodeModuleThenRegister(t *testing.T) {

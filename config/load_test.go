@@ -392,6 +392,34 @@ func TestRedacted(t *testing.T) {
 	}
 }
 
+// TestRedactedSkipTiers: GET /config tells an absent emergency.skip_tiers (every tier
+// after the first is skipped) from an explicit [] (none is), showing the effective list.
+func TestRedactedSkipTiers(t *testing.T) {
+	skip := func(yaml string) string {
+		t.Helper()
+		c := mustLoad(t, yaml)
+		b, err := json.Marshal(c.Redacted().(map[string]any)["emergency"].(map[string]any)["skip_tiers"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, tt := range []struct{ yaml, want string }{
+		{minimal, `["knowledge","perception","planning","execution"]`},
+		{minimal + "emergency: {skip_tiers: []}\n", `[]`},
+		{minimal + "emergency: {skip_tiers: [planning]}\n", `["planning"]`},
+		{"tiers: [{name: safety}, {name: act, budget: 5ms}]\n", `["act"]`},
+		{"tiers: [{name: safety}]\n", `[]`},
+	} {
+		if got := skip(tt.yaml); got != tt.want {
+			t.Errorf("%q: skip_tiers %s, want %s", tt.yaml, got, tt.want)
+		}
+	}
+	if c := mustLoad(t, minimal); c.Redacted() == nil || c.Emergency.SkipTiers != nil {
+		t.Fatalf("Redacted changed the configuration: %q", c.Emergency.SkipTiers)
+	}
+}
+
 func TestEngineConversionHTTP(t *testing.T) {
 	c := mustLoad(t, `
 modules:

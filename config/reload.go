@@ -19,11 +19,20 @@ import (
 
 // Redacted returns the configuration as JSON-friendly values with the file's key names
 // and durations as strings ("100ms"), for GET /config. The admin token is never shown:
-// it reads "***" when one is set.
+// it reads "***" when one is set. Defaults show as their effective values: an absent
+// emergency.skip_tiers lists every tier after the first, an explicit [] stays [].
 func (c *Config) Redacted() any {
 	cp := *c
 	if cp.HTTP.AdminToken != "" {
 		cp.HTTP.AdminToken = "***"
+	}
+	if cp.Emergency.SkipTiers == nil {
+		// Absent means every tier after the first: show those, as other defaults are shown
+		// by their effective values, so that it differs from an explicit [] (none skipped).
+		cp.Emergency.SkipTiers = []string{}
+		for _, t := range cp.Tiers[min(1, len(cp.Tiers)):] {
+			cp.Emergency.SkipTiers = append(cp.Emergency.SkipTiers, t.Name)
+		}
 	}
 	return encodePlain(reflect.ValueOf(cp))
 }

@@ -57,8 +57,9 @@ type ReloadResult struct {
 	Problems tiers.Problems `json:"problems,omitempty"`
 	// Warnings are the non-fatal findings of an accepted configuration.
 	Warnings tiers.Problems `json:"warnings,omitempty"`
-	// RestartRequired lists changed keys that apply only after a restart: cycle.realtime_priority, http.addr,
-	// http.admin_token, log.format and state_dir. (The daemon applies log.level at once.)
+	// RestartRequired lists changed keys that apply only after a restart: cycle.history,
+	// cycle.realtime_priority, http.addr, http.admin_token, log.format and state_dir. (The
+	// daemon applies log.level at once.)
 	RestartRequired []string `json:"restart_required,omitempty"`
 	// Err is the error returned by Reload (nil when OK).
 	Err error `json:"-"`
@@ -217,6 +218,9 @@ func (r *Reloader) reloadLocked(ctx context.Context, trigger string) (ReloadResu
 // restartOnly lists the keys that differ between old and new but apply only at startup.
 func restartOnly(old, cur *Config) []string {
 	var out []string
+	if old.Cycle.History != cur.Cycle.History {
+		out = append(out, "cycle.history") // the engine sizes its history once, in cycle.New
+	}
 	if old.Cycle.RealtimePriority != cur.Cycle.RealtimePriority {
 		out = append(out, "cycle.realtime_priority")
 	}

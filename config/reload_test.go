@@ -245,3 +245,24 @@ func TestReloaderRealtimePriorityNeedsRestart(t *testing.T) {
 		t.Fatalf("the configuration in force shows priority %d, want 20", r.Current().Cycle.RealtimePriority)
 	}
 }
+
+// TestReloaderHistoryNeedsRestart: the engine sizes its tick history once, when it is
+// created; a reload that changes cycle.history must not answer as if it applied.
+func TestReloaderHistoryNeedsRestart(t *testing.T) {
+	path := writeFile(t, "c.yaml", reloadBase)
+	e, r := startFromFile(t, path)
+	before := e.History().Cap()
+	changed := strings.Replace(reloadBase, "cycle: {period: 0}", "cycle: {period: 0, history: 5}", 1)
+	if err := os.WriteFile(path, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Last().RestartRequired; len(got) != 1 || got[0] != "cycle.history" {
+		t.Fatalf("restart required %v, want [cycle.history]", got)
+	}
+	if got := e.History().Cap(); got != before {
+		t.Fatalf("history holds %d after the reload, want %d until a restart", got, before)
+	}
+}

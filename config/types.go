@@ -53,7 +53,8 @@ type CycleConfig struct {
 	Overrun cycle.Overrun `yaml:"overrun"`
 	// CatchUpMax caps the ticks run back to back by catch_up (default 10).
 	CatchUpMax int `yaml:"catch_up_max"`
-	// History is the number of summaries kept in memory (default 1000).
+	// History is the number of summaries kept in memory (default 1000). Changing it needs a
+	// restart.
 	History int `yaml:"history"`
 	// Timing is coarse (default) or precise.
 	Timing cycle.Timing `yaml:"timing"`

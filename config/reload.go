@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -202,7 +205,14 @@ func (r *Reloader) reloadLocked(ctx context.Context, trigger string) (ReloadResu
 	if err := ctx.Err(); err != nil {
 		return fail(fmt.Errorf("reload: %w", err))
 	}
+	runtime := r.runtimeRegistrations()
 	if err := r.engine.Reload(ecfg, regs); err != nil {
+		// The engine validates the file's modules followed by the runtime ones: name a
+		// problem of a runtime module by the module, unless the registrations changed
+		// meanwhile (then which index is which is unknown).
+		if again := r.runtimeRegistrations(); slices.EqualFunc(runtime, again, sameName) {
+			err = NameRuntimeModules(err, append(slices.Clip(regs), runtime...))
+		}
 		return fail(err)
 	}
 	res.OK = true
@@ -213,6 +223,68 @@ func (r *Reloader) reloadLocked(ctx context.Context, trigger string) (ReloadResu
 	r.reloads++
 	r.last = &res
 	return res, nil
+}
+
+// runtimeRegistrations returns the engine's runtime-registered modules in registration
+// order, when the engine tells them (*cycle.Engine does).
+func (r *Reloader) runtimeRegistrations() []cycle.Registration {
+	e, ok := r.engine.(interface{ Registrations() []cycle.Registration })
+	if !ok {
+		return nil
+	}
+	var out []cycle.Registration
+	for _, reg := range e.Registrations() {
+		if reg.Origin == cycle.FromRuntime {
+			out = append(out, reg)
+		}
+	}
+	return out
+}
+
+func sameName(a, b cycle.Registration) bool { return a.Spec.Name == b.Spec.Name }
+
+// enginePath matches the engine's path of a module: its index in the list validated.
+var enginePath = regexp.MustCompile(`^modules\[(\d+)\](.*)$`)
+
+// NameRuntimeModules rewrites the problems that the engine reports for modules registered
+// at runtime. The engine validates the configuration's modules followed by the runtime
+// ones (regs: that combined list, in order, each with its Origin) and names a module by
+// its index in it, so a problem of a runtime module would read "modules[3].tier", a path
+// that is not in the file. Such a problem becomes "runtime_modules[j].tier" (j counts the
+// runtime modules only) with a message that starts with `runtime module "rt1": `. The
+// configuration's modules keep their paths. An err that is not a *tiers.ValidationError,
+// or has nothing to rename, is returned as it is; otherwise the result is a new
+// *tiers.ValidationError (a prefix that wrapped it, such as "register \"rt1\": ", is dropped).
+func NameRuntimeModules(err error, regs []cycle.Registration) error {
+	var ve *tiers.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	nth := make([]int, len(regs)) // index among the runtime modules, -1 for the file's
+	j := 0
+	for i, reg := range regs {
+		nth[i] = -1
+		if reg.Origin == cycle.FromRuntime {
+			nth[i] = j
+			j++
+		}
+	}
+	ps := make(tiers.Problems, len(ve.Problems))
+	renamed := false
+	for k, p := range ve.Problems {
+		if m := enginePath.FindStringSubmatch(p.Path); m != nil {
+			if i, aerr := strconv.Atoi(m[1]); aerr == nil && i < len(regs) && nth[i] >= 0 {
+				p.Path = fmt.Sprintf("runtime_modules[%d]%s", nth[i], m[2])
+				p.Message = fmt.Sprintf("runtime module %q: %s", regs[i].Spec.Name, p.Message)
+				renamed = true
+			}
+		}
+		ps[k] = p
+	}
+	if !renamed {
+		return err
+	}
+	return &tiers.ValidationError{Problems: ps}
 }
 
 // restartOnly lists the keys that differ between old and new but apply only at startup.

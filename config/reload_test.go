@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/modules"
+	"github.com/cycled/cycled/tiers"
 )
 
 const reloadBase = `
@@ -264,5 +267,75 @@ func TestReloaderHistoryNeedsRestart(t *testing.T) {
 	}
 	if got := e.History().Cap(); got != before {
 		t.Fatalf("history holds %d after the reload, want %d until a restart", got, before)
+	}
+}
+
+// TestReloaderNamesRuntimeModules: the engine validates a reload with the modules
+// registered at runtime appended to the file's, so a problem of a runtime module must name
+// that module, not a "modules[2]" that the file does not have.
+func TestReloaderNamesRuntimeModules(t *testing.T) {
+	path := writeFile(t, "c.yaml", reloadBase)
+	e, r := startFromFile(t, path)
+	for _, body := range []string{`{"name": "rt0", "tier": "planning"}`, `{"name": "rt1", "tier": "knowledge"}`} {
+		reg, err := config.DecodeModule([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Register(reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(reloadBase, "cycle: {period: 0}",
+		"cycle: {period: 0}\ntiers: [{name: safety}, {name: perception}, {name: planning}]", 1)
+	if err := os.WriteFile(path, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := r.Reload(context.Background())
+	var ve *tiers.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("reload = %v, want a *tiers.ValidationError", err)
+	}
+	want := tiers.Problems{{Path: "runtime_modules[1].tier", Message: `runtime module "rt1": unknown tier "knowledge"`}}
+	if got := r.Last().Problems; !slices.Equal(got, want) || !slices.Equal(ve.Problems, want) {
+		t.Fatalf("problems %q (last %q), want %q", ve.Problems, got, want)
+	}
+	if got := moduleNames(e); !slices.Equal(slices.Sorted(slices.Values(got)), []string{"a", "rt0", "rt1"}) {
+		t.Fatalf("modules %q after a rejected reload", got)
+	}
+}
+
+// TestNameRuntimeModules: only problems of runtime modules are renamed; the file's keep
+// their paths, and other errors pass through.
+func TestNameRuntimeModules(t *testing.T) {
+	regs := []cycle.Registration{
+		{Spec: tiers.ModuleSpec{Name: "a"}, Origin: cycle.FromConfig},
+		{Spec: tiers.ModuleSpec{Name: "b"}, Origin: cycle.FromConfig},
+		{Spec: tiers.ModuleSpec{Name: "rt"}, Origin: cycle.FromRuntime},
+	}
+	in := &tiers.ValidationError{Problems: tiers.Problems{
+		{Path: "modules[1].tier", Message: "unknown tier \"x\""},
+		{Path: "modules[2]", Message: "no implementation"},
+		{Path: "modules[2].reads[0]", Message: "bad key"},
+		{Path: "tiers[0].budget", Message: "must be > 0"},
+	}}
+	var ve *tiers.ValidationError
+	if !errors.As(config.NameRuntimeModules(fmt.Errorf("register \"rt\": %w", in), regs), &ve) {
+		t.Fatal("not a *tiers.ValidationError")
+	}
+	want := tiers.Problems{
+		{Path: "modules[1].tier", Message: "unknown tier \"x\""},
+		{Path: "runtime_modules[0]", Message: `runtime module "rt": no implementation`},
+		{Path: "runtime_modules[0].reads[0]", Message: `runtime module "rt": bad key`},
+		{Path: "tiers[0].budget", Message: "must be > 0"},
+	}
+	if !slices.Equal(ve.Problems, want) {
+		t.Fatalf("problems %q, want %q", ve.Problems, want)
+	}
+	other := errors.New("boom")
+	if got := config.NameRuntimeModules(other, regs); got != other {
+		t.Fatalf("other error became %v", got)
 	}
 }

@@ -17,7 +17,8 @@ import (
 
 // restore registers the modules saved in state_dir by earlier runs. A saved module that no
 // longer decodes or registers (the configuration changed) is logged and skipped; it stays
-// saved until it is deleted through the API.
+// saved until it is deleted through the API. A registration's problems name the runtime
+// module (runtime_modules[j], as a reload does), not its index among the engine's modules.
 func restore(e *cycle.Engine, r *config.Reloader, store *runtimeStore, log *zap.Logger) {
 	for _, m := range store.Saved() {
 		reg, err := r.DecodeModule(m.Body)
@@ -25,7 +26,11 @@ func restore(e *cycle.Engine, r *config.Reloader, store *runtimeStore, log *zap.
 			err = fmt.Errorf("saved as %q but its body names %q", m.Name, reg.Spec.Name)
 		}
 		if err == nil {
-			err = e.Register(reg)
+			before := e.Registrations() // nothing else registers while the daemon starts
+			if err = e.Register(reg); err != nil {
+				reg.Origin = cycle.FromRuntime
+				err = config.NameRuntimeModules(err, append(before, reg))
+			}
 		}
 		if err != nil {
 			log.Warn("runtime module not restored", zap.String("module", m.Name), zap.Error(err))

@@ -1128,7 +1128,8 @@ func (r *run) emergency() {
 	}
 	step := func(latched bool, healthy int) outcome {
 		if safetyFailed || !healthyTick {
-			return outcome{true, latched, 0}
+			// A safety failure latches again an emergency a reset unlatched.
+			return outcome{true, latched || (safetyFailed && c.cfg.Emergency.Latch), 0}
 		}
 		healthy++
 		if !latched && healthy >= R {
@@ -1243,10 +1244,11 @@ func (r *run) ownBreaker(m *faultsummary.Module, mc *Module) {
 	case faultsummary.StatusFailed, faultsummary.StatusProbeFailed:
 		failSure = mc.Policy != tiers.Abort && kind != fault.KindCanceled.String() && kindCounted(set, kind)
 	case faultsummary.StatusBusy:
-		failSure = kindCounted(set, fault.KindTransient.String())
+		failSure = mc.Policy != tiers.Abort && kindCounted(set, fault.KindTransient.String())
 	case faultsummary.StatusTimedOut:
-		// An abandoned run counts; a run never started before the deadline is released.
-		failMaybe = kindCounted(set, fault.KindTransient.String())
+		// An abandoned run counts; a run never started before the deadline is released;
+		// an abort module's failures record nothing.
+		failMaybe = mc.Policy != tiers.Abort && kindCounted(set, fault.KindTransient.String())
 	}
 	notRun := st == faultsummary.StatusNotDue || st == faultsummary.StatusSkipped || st == faultsummary.StatusOpen
 	closed, open, half := breaker.Closed.String(), breaker.Open.String(), breaker.HalfOpen.String()

@@ -91,7 +91,8 @@
 //	emergency_leave         a tick in which every due safety module succeeded is healthy; emergency ends exactly
 //	                        on the recover_after-th consecutive healthy tick (healthy_ticks
 //	                        counts them), never while latched; an operator reset
-//	                        (ResetEmergency) unlatches and restarts the count; ended_tick
+//	                        (ResetEmergency) unlatches and restarts the count, and with
+//	                        latch on a safety failure after it latches again; ended_tick
 //	                        is the tick it ended
 //	emergency_skip          while in emergency mode the tiers of skip_tiers are skipped,
 //	                        and outside it they are not skipped for that reason
@@ -108,8 +109,9 @@
 //	                        shared breaker is refused or probed only while the breaker is
 //	                        open or half-open or an earlier tier of the tick failed on it
 //	breaker_open            (own breaker) closed → open only on a tick with a counted
-//	                        failure (failed/probe_failed of a trip_on kind without abort
-//	                        policy or cancellation, busy, an abandoned timed_out run) that
+//	                        failure (failed/probe_failed of a trip_on kind without
+//	                        cancellation, busy, an abandoned timed_out run; none under the
+//	                        abort policy) that
 //	                        makes failure_threshold consecutive counted failures since the
 //	                        last success; and it opens when they do
 //	breaker_cooldown        (own breaker) open → half_open, and a probe, only once cooldown

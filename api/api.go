@@ -40,7 +40,10 @@
 // WWW-Authenticate challenge, on every listener including loopback. With no token
 // configured, admin routes are served only to connections that arrive on a loopback (or
 // Unix socket) listener from a loopback peer, without authentication; on any other
-// listener they answer 403 "admin_disabled". Note that a reverse proxy on the same host
+// listener they answer 403 "admin_disabled". The listener is the one the server tells the
+// request context with ListenerContext (set it in http.Server.BaseContext); a listener on
+// a wildcard address (0.0.0.0, ::) is not loopback even for a connection to 127.0.0.1,
+// and a request whose listener is unknown is refused. Note that a reverse proxy on the same host
 // makes remote requests look local: configure a token in that case. Cross-origin browser
 // requests to admin routes are refused with 403 (net/http.CrossOriginProtection), so a web
 // page cannot drive a token-less loopback daemon.
@@ -98,7 +101,8 @@ type Options struct {
 	// Registry is served on GET /metrics. Nil: /metrics answers 501.
 	Registry *prometheus.Registry
 	// AdminToken is the bearer token of the admin routes. Empty: admin routes are served
-	// only on loopback listeners (see the package documentation).
+	// only on loopback listeners, as told by ListenerContext (see the package
+	// documentation).
 	AdminToken string
 	// Logger receives admin audit lines (Info), server errors and panics (Error). Nil
 	// means zap.NewNop().

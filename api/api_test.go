@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -64,6 +65,9 @@ type rigOptions struct {
 	// every accepted connection gets a send buffer of sendBuffer bytes if that is set.
 	base       context.Context
 	sendBuffer int
+	// listen, if set, is the address the server listens on (default 127.0.0.1:0); the
+	// client still connects to 127.0.0.1 on its port.
+	listen string
 }
 
 // smallSendListener gives every accepted TCP connection a small send buffer, so that a
@@ -154,13 +158,26 @@ func newRig(t *testing.T, ro rigOptions) *rig {
 		h = ro.wrap(h)
 	}
 	r.srv = httptest.NewUnstartedServer(h)
-	if ro.base != nil {
-		r.srv.Config.BaseContext = func(net.Listener) context.Context { return ro.base }
+	base := ro.base
+	if base == nil {
+		base = context.Background()
+	}
+	r.srv.Config.BaseContext = func(l net.Listener) context.Context { return api.ListenerContext(base, l) }
+	if ro.listen != "" {
+		ln, err := net.Listen("tcp", ro.listen)
+		if err != nil {
+			t.Skipf("listen on %s: %v", ro.listen, err)
+		}
+		r.srv.Listener.Close()
+		r.srv.Listener = ln
 	}
 	if ro.sendBuffer > 0 {
 		r.srv.Listener = smallSendListener{Listener: r.srv.Listener, size: ro.sendBuffer}
 	}
 	r.srv.Start()
+	if ro.listen != "" {
+		r.srv.URL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(r.srv.Listener.Addr().(*net.TCPAddr).Port))
+	}
 	t.Cleanup(func() {
 		r.srv.Close()
 		_ = e.Close()
@@ -750,14 +767,46 @@ func TestAdminAuth(t *testing.T) {
 	t.Run("no token off loopback", func(t *testing.T) {
 		r := newRig(t, rigOptions{wrap: func(h http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-				ctx := context.WithValue(req.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 8080})
-				h.ServeHTTP(w, req.WithContext(ctx))
+				ln := fakeListener{&net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 8080}}
+				h.ServeHTTP(w, req.WithContext(api.ListenerContext(req.Context(), ln)))
 			})
 		}})
 		r.expectError(http.StatusForbidden, "admin_disabled", http.MethodPost, "/ticks", nil)
 		r.expectError(http.StatusForbidden, "admin_disabled", http.MethodPost, "/ticks", nil, "Authorization", "Bearer anything")
 		r.expectError(http.StatusForbidden, "admin_disabled", http.MethodDelete, "/modules/good", nil)
 		r.expect(http.StatusOK, http.MethodGet, "/healthz", nil)
+	})
+	// A wildcard listener accepts connections to 127.0.0.1 too, whose local address is
+	// then loopback: the listener's address decides, not the connection's.
+	t.Run("no token on a wildcard listener from loopback", func(t *testing.T) {
+		r := newRig(t, rigOptions{listen: "0.0.0.0:0"})
+		r.expectError(http.StatusForbidden, "admin_disabled", http.MethodPost, "/ticks", nil)
+		r.expectError(http.StatusForbidden, "admin_disabled", http.MethodPost, "/emergency/reset", nil)
+		r.expectError(http.StatusForbidden, "admin_disabled", http.MethodDelete, "/modules/good", nil)
+		r.expect(http.StatusOK, http.MethodGet, "/healthz", nil)
+	})
+	t.Run("token on a wildcard listener", func(t *testing.T) {
+		r := newRig(t, rigOptions{listen: "0.0.0.0:0", opts: func(o *api.Options) { o.AdminToken = "s3cret" }})
+		r.expect(http.StatusOK, http.MethodPost, "/ticks", nil, "Authorization", "Bearer s3cret")
+	})
+	t.Run("no token on an unknown listener", func(t *testing.T) {
+		e, err := cycle.New(testConfig(), []cycle.Registration{
+			{Spec: tiers.ModuleSpec{Name: "guard", Tier: "safety"}, Module: value(1)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		srv := httptest.NewServer(api.New(api.Options{Engine: e})) // no ListenerContext
+		defer srv.Close()
+		res, err := srv.Client().Post(srv.URL+"/ticks", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden {
+			t.Errorf("POST /ticks without ListenerContext: %d, want 403", res.StatusCode)
+		}
 	})
 	t.Run("no token on loopback", func(t *testing.T) {
 		r := newRig(t, rigOptions{})
@@ -877,5 +926,43 @@ func TestEncodableBlackboard(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK || !bytes.Contains(b, []byte("not encodable")) || !bytes.Contains(b, []byte(`"value":1`)) {
 		t.Errorf("GET /blackboard with an unencodable value: %d %s", res.StatusCode, b)
+	}
+}
+
+// fakeListener is a listener that only has an address.
+type fakeListener struct{ addr net.Addr }
+
+func (l fakeListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (l fakeListener) Close() error              { return nil }
+func (l fakeListener) Addr() net.Addr            { return l.addr }
+
+// hostAddr is a net.Addr given by its string.
+type hostAddr string
+
+func (a hostAddr) Network() string { return "tcp" }
+func (a hostAddr) String() string  { return string(a) }
+
+func TestLoopbackAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr net.Addr
+		want bool
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 80}, true},
+		{&net.TCPAddr{IP: net.ParseIP("127.8.9.10"), Port: 80}, true},
+		{&net.TCPAddr{IP: net.ParseIP("::1"), Port: 80}, true},
+		{&net.UnixAddr{Name: "/run/cycled.sock", Net: "unix"}, true},
+		{hostAddr("localhost:8080"), true},
+		{hostAddr("127.0.0.1:8080"), true},
+		{&net.TCPAddr{IP: net.IPv4zero, Port: 80}, false},
+		{&net.TCPAddr{IP: net.IPv6unspecified, Port: 80}, false},
+		{&net.TCPAddr{Port: 80}, false}, // ":80"
+		{&net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 80}, false},
+		{hostAddr("0.0.0.0:8080"), false},
+		{hostAddr("example.com:8080"), false},
+		{nil, false},
+	} {
+		if got := api.LoopbackAddr(tc.addr); got != tc.want {
+			t.Errorf("LoopbackAddr(%v) = %v, want %v", tc.addr, got, tc.want)
+		}
 	}
 }

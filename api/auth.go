@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"mime"
@@ -64,23 +65,44 @@ func (s *server) checkToken(r *http.Request) (ok bool, reason string) {
 	return true, ""
 }
 
-// fromLoopback reports whether the request arrived on a loopback listener (or a Unix
-// socket) from a loopback peer. Without a local address in the context it answers false.
-func fromLoopback(r *http.Request) bool {
-	la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	switch a := la.(type) {
+type listenerKey struct{}
+
+// ListenerContext returns ctx carrying the address ln listens on. Use it in the server's
+// BaseContext (http.Server.BaseContext receives the listener): with no admin token
+// configured, admin routes are served only on a listener whose address is loopback (see
+// LoopbackAddr), and a request whose context does not say which listener it arrived on is
+// refused with 403, because the connection's own local address cannot tell a loopback
+// listener from a wildcard one (0.0.0.0 accepts connections to 127.0.0.1 too).
+func ListenerContext(ctx context.Context, ln net.Listener) context.Context {
+	return context.WithValue(ctx, listenerKey{}, ln.Addr())
+}
+
+// LoopbackAddr reports whether a listener bound to a is reachable only from this host: a
+// Unix socket, an IP address in 127.0.0.0/8 or ::1, or the host name "localhost". An
+// unspecified address (0.0.0.0, ::) listens on every interface and is not loopback.
+func LoopbackAddr(a net.Addr) bool {
+	switch a := a.(type) {
 	case nil:
 		return false
 	case *net.UnixAddr:
 		return true
 	case *net.TCPAddr:
-		if !a.IP.IsLoopback() {
-			return false
-		}
+		return a.IP.IsLoopback()
 	default:
-		if !isLoopbackHostPort(la.String()) {
-			return false
-		}
+		return isLoopbackHostPort(a.String())
+	}
+}
+
+// fromLoopback reports whether the request arrived on a loopback listener (or a Unix
+// socket; see ListenerContext) from a loopback peer. Without the listener's address in
+// the context it answers false.
+func fromLoopback(r *http.Request) bool {
+	la, _ := r.Context().Value(listenerKey{}).(net.Addr)
+	if !LoopbackAddr(la) {
+		return false
+	}
+	if _, unix := la.(*net.UnixAddr); unix {
+		return true
 	}
 	// The peer, when it has an IP address, must be local too.
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
@@ -95,6 +117,9 @@ func isLoopbackHostPort(hp string) bool {
 	host, _, err := net.SplitHostPort(hp)
 	if err != nil {
 		host = hp
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()

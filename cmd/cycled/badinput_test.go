@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -367,6 +368,35 @@ func TestAdminNonLoopbackWithoutToken(t *testing.T) {
 		_ = json.Unmarshal(body, &e)
 		if status != r.status || e.Error == nil || e.Error.Code != r.code {
 			t.Errorf("%s %s: %d %s, want %d %s", r.method, r.path, status, body, r.status, r.code)
+		}
+	}
+	if st := d.do("GET", "/modules/plan", "", nil); st != http.StatusOK {
+		t.Errorf("GET /modules/plan = %d", st)
+	}
+}
+
+// TestAdminWildcardWithoutToken runs the daemon on 0.0.0.0 with no token and sends the
+// admin requests to 127.0.0.1: the connection is local, but the listener is not a
+// loopback listener, so they answer 403 (the daemon wires its listener into the API).
+func TestAdminWildcardWithoutToken(t *testing.T) {
+	d := start(t, nil, "--config", write(t, "cycled.yaml", badInputConfig(t, "http: {addr: '0.0.0.0:0'}")))
+	d.waitLog("no admin token configured")
+	u, err := url.Parse(d.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := "http://" + net.JoinHostPort("127.0.0.1", u.Port())
+	for _, r := range []badInput{
+		{method: "POST", path: "/ticks", status: 403, code: "admin_disabled"},
+		{method: "POST", path: "/emergency/reset", status: 403, code: "admin_disabled"},
+		{method: "POST", path: "/config/reload", status: 403, code: "admin_disabled"},
+		{method: "DELETE", path: "/modules/plan", status: 403, code: "admin_disabled"},
+	} {
+		status, _, body := r.send(t, local)
+		var e errorAnswer
+		_ = json.Unmarshal(body, &e)
+		if status != r.status || e.Error == nil || e.Error.Code != r.code {
+			t.Errorf("%s %s via 127.0.0.1: %d %s, want %d %s", r.method, r.path, status, body, r.status, r.code)
 		}
 	}
 	if st := d.do("GET", "/modules/plan", "", nil); st != http.StatusOK {

@@ -132,7 +132,7 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		log.Error("cannot listen", zap.String("addr", cfg.HTTP.Addr), zap.Error(err))
 		return exitError
 	}
-	if cfg.HTTP.AdminToken == "" && !isLoopback(ln.Addr()) {
+	if cfg.HTTP.AdminToken == "" && !api.LoopbackAddr(ln.Addr()) {
 		log.Warn("no admin token configured: admin routes answer 403 on this non-loopback listener; set http.admin_token (CYCLED_HTTP_ADMIN_TOKEN)",
 			zap.String("addr", ln.Addr().String()))
 	}
@@ -169,7 +169,7 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		BaseContext:       func(l net.Listener) context.Context { return api.ListenerContext(baseCtx, l) },
 		ConnContext:       active.connContext,
 		ConnState:         active.connState,
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 
 	"go.uber.org/zap"
@@ -77,10 +76,4 @@ func badRequest(err error, ps tiers.Problems) error {
 		he.Field = ps[0].Path
 	}
 	return he
-}
-
-// isLoopback reports whether a is a loopback address (127.0.0.0/8, ::1).
-func isLoopback(a net.Addr) bool {
-	ta, ok := a.(*net.TCPAddr)
-	return ok && ta.IP.IsLoopback()
 }

@@ -108,8 +108,9 @@ type Options struct {
 	// means zap.NewNop().
 	Logger *zap.Logger
 	// Reload reloads the configuration (POST /config/reload). A *tiers.ValidationError
-	// answers 422 with every problem; the running configuration must stay in force. Nil:
-	// the route answers 501.
+	// answers 422 with every problem, an error wrapping config.ErrSyntax (not YAML) or
+	// config.ErrRead (the file cannot be read) 422 "invalid"; the running configuration
+	// must stay in force. Nil: the route answers 501.
 	Reload func(ctx context.Context) error
 	// ConfigView returns the configuration shown by GET /config, secrets redacted. Nil:
 	// the route answers 501.

@@ -136,8 +136,9 @@ func classify(err error, def int) (int, apiError) {
 			e.Field = ve.Problems[0].Path
 		}
 		return http.StatusUnprocessableEntity, e
-	case errors.Is(err, config.ErrSyntax):
-		// A configuration file that is not YAML: the reload is rejected, the config stays.
+	case errors.Is(err, config.ErrSyntax), errors.Is(err, config.ErrRead):
+		// A configuration file that is not YAML, or that cannot be read (missing, a
+		// directory, too large): the reload is rejected, the config stays.
 		return http.StatusUnprocessableEntity, apiError{Code: "invalid", Message: msg}
 	case errors.Is(err, cycle.ErrNotFound):
 		return http.StatusNotFound, apiError{Code: "not_found", Message: msg}

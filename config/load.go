@@ -36,6 +36,21 @@ func Demo() (*Config, error) {
 // problems name a field path.
 var ErrSyntax = errors.New("invalid YAML")
 
+// ErrRead is wrapped by the error of Load when the configuration file cannot be read:
+// it is missing, not a regular file (a directory), unreadable, or larger than
+// MaxFileSize.
+var ErrRead = errors.New("configuration file cannot be read")
+
+// readError is a failure to read the configuration file: its message is msg and err's,
+// and it wraps both ErrRead and err.
+type readError struct {
+	msg string
+	err error
+}
+
+func (e *readError) Error() string   { return e.msg + ": " + e.err.Error() }
+func (e *readError) Unwrap() []error { return []error{ErrRead, e.err} }
+
 // MaxFileSize caps the size of a configuration file.
 const MaxFileSize = 4 << 20
 
@@ -119,7 +134,8 @@ func WithoutEnv() LoadOption { return loadOptionFunc(func(o *loadOptions) { o.no
 // Decoding is strict: an unknown key is an error naming its path ("tiers[0].budegt:
 // unknown key"), and so is a value that does not parse ("cycle.period: invalid duration").
 // Every problem of the file is reported at once in a *tiers.ValidationError; a file that is
-// not YAML gives an error wrapping ErrSyntax.
+// not YAML gives an error wrapping ErrSyntax, and a file that cannot be read one wrapping
+// ErrRead.
 //
 // Viper supplies the environment and flag layer. The file itself is decoded from YAML
 // directly, because viper lower-cases every key, which would corrupt builtin values and
@@ -171,15 +187,15 @@ func Load(opts ...LoadOption) (*Config, error) {
 func readFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read configuration: %w", err)
+		return nil, &readError{msg: "read configuration", err: err}
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("read configuration %s: %w", path, err)
+		return nil, &readError{msg: "read configuration " + path, err: err}
 	}
 	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("read configuration %s: larger than %d bytes", path, MaxFileSize)
+		return nil, &readError{msg: "read configuration " + path, err: fmt.Errorf("larger than %d bytes", MaxFileSize)}
 	}
 	return data, nil
 }

@@ -159,7 +159,7 @@ func (r *Reloader) LastError() error {
 // Reload re-reads the configuration and applies it. trigger is recorded ("api", "signal",
 // "file"); ctx bounds the attempt (a reload refused because ctx ended changes nothing). On
 // failure the running configuration stays and the error is a *tiers.ValidationError
-// (possibly wrapped) or wraps ErrSyntax or the file's read error.
+// (possibly wrapped) or wraps ErrSyntax, or ErrRead and the file's read error.
 func (r *Reloader) Reload(ctx context.Context) error { return r.reload(ctx, "api") }
 
 // ReloadFrom is Reload with the trigger named.

@@ -339,3 +339,39 @@ func TestNameRuntimeModules(t *testing.T) {
 		t.Fatalf("other error became %v", got)
 	}
 }
+
+// A configuration file that cannot be read (gone, replaced by a directory, too large) is
+// rejected like an invalid one: the error wraps ErrRead and names the file, and the
+// running configuration stays.
+func TestReloaderKeepsOldConfigOnUnreadableFile(t *testing.T) {
+	path := writeFile(t, "c.yaml", reloadBase)
+	_, r := startFromFile(t, path)
+	old := r.Current()
+	for _, tc := range []struct {
+		name    string
+		breakIt func() error
+		want    string
+	}{
+		{"missing", func() error { return os.Remove(path) }, "no such file"},
+		{"directory", func() error { return os.Mkdir(path, 0o700) }, "is a directory"},
+		{"too large", func() error {
+			return os.WriteFile(path, []byte("#"+strings.Repeat("x", config.MaxFileSize)+"\n"), 0o600)
+		}, "larger than"},
+	} {
+		if err := tc.breakIt(); err != nil {
+			t.Fatal(err)
+		}
+		err := r.Reload(context.Background())
+		if !errors.Is(err, config.ErrRead) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Reload = %v, want ErrRead naming %s and %q", tc.name, err, path, tc.want)
+		}
+		if r.Current() != old {
+			t.Errorf("%s: a failed reload replaced the configuration", tc.name)
+		}
+		if tc.name == "directory" {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

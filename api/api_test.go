@@ -372,7 +372,7 @@ func TestLatestETagAndList(t *testing.T) {
 
 func TestLongPoll(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	for _, q := range []string{"wait=abc", "wait=-1s", "wait=5s&after=x", "after=3"} {
+	for _, q := range []string{"wait=abc", "wait=-1s", "wait=-1e300", "wait=NaN", "wait=5s&after=x", "after=3"} {
 		r.expectError(http.StatusBadRequest, "bad_parameter", http.MethodGet, "/ticks/latest?"+q, nil)
 	}
 
@@ -428,6 +428,12 @@ func TestLongPoll(t *testing.T) {
 	s := decode[faultsummary.Summary](t, r.expect(http.StatusOK, http.MethodGet, "/ticks/latest?wait=30s&after=0", nil))
 	if s.TickID != r.e.Latest().TickID {
 		t.Errorf("after=0: tick %d", s.TickID)
+	}
+
+	// Seconds too many for a time.Duration are the longest wait, not a negative one.
+	s = decode[faultsummary.Summary](t, r.expect(http.StatusOK, http.MethodGet, "/ticks/latest?wait=1e300&after=0", nil))
+	if s.TickID != r.e.Latest().TickID {
+		t.Errorf("wait=1e300&after=0: tick %d", s.TickID)
 	}
 
 	// An id from the future (a previous process) is answered at once with the latest.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -107,7 +108,7 @@ func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: err.Error(), Field: "wait"})
 			return
 		}
-		wait = min(d, MaxWait)
+		wait = d
 	}
 	hist := s.e.History()
 	latest := hist.Latest()
@@ -168,20 +169,30 @@ func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
 	s.writeSummary(w, r, http.StatusOK, latest)
 }
 
-// parseWait parses a wait: a Go duration or a number of seconds, not negative.
+// parseWait parses a wait: a Go duration or a number of seconds, not negative (nor NaN).
+// A wait above MaxWait is MaxWait, also a number of seconds too large for a
+// time.Duration, or +Inf.
 func parseWait(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		f, ferr := strconv.ParseFloat(v, 64)
-		if ferr != nil {
+		if ferr != nil && !errors.Is(ferr, strconv.ErrRange) { // out of range: ±Inf or 0
 			return 0, fmt.Errorf("wait must be a duration such as 5s: %w", err)
+		}
+		switch {
+		case math.IsNaN(f):
+			return 0, errors.New("wait must be a duration such as 5s or a number of seconds, not NaN")
+		case f < 0:
+			return 0, errors.New("wait must not be negative")
+		case f >= MaxWait.Seconds():
+			return MaxWait, nil
 		}
 		d = time.Duration(f * float64(time.Second))
 	}
 	if d < 0 {
 		return 0, errors.New("wait must not be negative")
 	}
-	return d, nil
+	return min(d, MaxWait), nil
 }
 
 // tickList is the answer of GET /ticks.

@@ -13,6 +13,7 @@ import (
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/modules"
 )
 
 func TestDemoValidates(t *testing.T) {
@@ -139,5 +140,89 @@ func TestDemoShowsEveryLayer(t *testing.T) {
 		if !opened || emergencies != 0 {
 			t.Fatalf("memory-store opened: %v; emergency events: %d", opened, emergencies)
 		}
+	})
+}
+
+// TestDemoSafetyFaultRecovery pins what the README's quick start says about failing
+// collision_guard: emergency mode at once, the safety breaker open on the second failed
+// tick, and after the fault is reset emergency mode lasts until the breaker's 60 s
+// cooldown has passed and its 3 probes succeed — not 3 ticks after the reset.
+func TestDemoSafetyFaultRecovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := config.Demo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ec, regs, ps := c.Engine()
+		if len(ps) != 0 {
+			t.Fatal(ps)
+		}
+		var mu sync.Mutex
+		var opened, closed time.Time
+		var entered, left []faultsummary.EmergencyEvent
+		e, err := cycle.New(ec, regs, cycle.WithHooks(cycle.Hooks{
+			OnBreaker: func(tr breaker.Transition) {
+				mu.Lock()
+				defer mu.Unlock()
+				if tr.Name == "collision_guard" && tr.To == breaker.Open && opened.IsZero() {
+					opened = tr.At
+				}
+				if tr.Name == "collision_guard" && tr.To == breaker.Closed {
+					closed = tr.At
+				}
+			},
+			OnEmergency: func(ev faultsummary.EmergencyEvent) {
+				mu.Lock()
+				defer mu.Unlock()
+				if ev.Entered {
+					entered = append(entered, ev)
+				} else {
+					left = append(left, ev)
+				}
+			},
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		guard, ok := e.Module("collision_guard")
+		if !ok {
+			t.Fatal("no collision_guard in the demo")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+
+		time.Sleep(time.Second)
+		if _, err := modules.ApplyFaultsJSON(guard.Module, []byte(`{"fail_rate": 1}`)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if _, err := modules.ApplyFaultsJSON(guard.Module, []byte(`{"reset": true}`)); err != nil {
+			t.Fatal(err)
+		}
+		reset := time.Now()
+		time.Sleep(5 * time.Second) // far more than 3 ticks
+		mu.Lock()
+		if len(entered) != 1 || len(left) != 0 || opened.IsZero() {
+			t.Fatalf("5 s after the reset: entered %v, left %v, breaker opened at %v; want in emergency with the breaker open", entered, left, opened)
+		}
+		mu.Unlock()
+		time.Sleep(60 * time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(left) != 1 || closed.IsZero() {
+			t.Fatalf("65 s after the reset: left %v, breaker closed at %v", left, closed)
+		}
+		if left[0].At.Before(closed) {
+			t.Errorf("emergency mode ended at %v, before the breaker closed at %v", left[0].At, closed)
+		}
+		cooldown := 60 * time.Second
+		if d := left[0].At.Sub(opened); d < cooldown || d > cooldown+time.Second {
+			t.Errorf("emergency mode ended %v after the breaker opened, want just after its %v cooldown", d, cooldown)
+		}
+		t.Logf("reset at %v; breaker opened %v, closed %v; emergency left at tick %d (%v after the reset)",
+			reset.Format(time.TimeOnly), opened.Format(time.TimeOnly), closed.Format(time.TimeOnly), left[0].TickID, left[0].At.Sub(reset))
 	})
 }

@@ -127,8 +127,10 @@ type Options struct {
 	// *tiers.ValidationError 422, any other error 400. Nil: the route answers 501.
 	Faults func(name string, body []byte) (any, error)
 	// Registered, if set, is called after POST /modules registered a module, with the
-	// registration and the request body (e.g. to persist runtime registrations).
-	Registered func(reg cycle.Registration, body []byte)
+	// registration and the request body, to persist runtime registrations. If it returns
+	// an error, the module is deregistered again and the request answers 500
+	// "not_persisted": a registration that a restart would lose is not accepted.
+	Registered func(reg cycle.Registration, body []byte) error
 	// Deregistered, if set, is called after DELETE /modules/{name} removed a module.
 	Deregistered func(name string)
 	// WatchdogTimeout is how long /healthz tolerates no completed tick on a periodic

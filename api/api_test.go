@@ -608,7 +608,10 @@ func TestModulesBreakersBlackboardEmergency(t *testing.T) {
 func TestModuleRegistration(t *testing.T) {
 	var registered, deregistered atomic.Value
 	r := newRig(t, rigOptions{opts: func(o *api.Options) {
-		o.Registered = func(reg cycle.Registration, body []byte) { registered.Store(reg.Spec.Name + " " + string(body)) }
+		o.Registered = func(reg cycle.Registration, body []byte) error {
+			registered.Store(reg.Spec.Name + " " + string(body))
+			return nil
+		}
 		o.Deregistered = func(name string) { deregistered.Store(name) }
 	}})
 	res, b := r.do(http.MethodPost, "/modules", jsonBody(`{"name":"extra","tier":"work","value":7}`), "Content-Type", ctJSON)
@@ -970,5 +973,40 @@ func TestLoopbackAddr(t *testing.T) {
 		if got := api.LoopbackAddr(tc.addr); got != tc.want {
 			t.Errorf("LoopbackAddr(%v) = %v, want %v", tc.addr, got, tc.want)
 		}
+	}
+}
+
+// A registration that cannot be persisted is not accepted: 500 not_persisted, and the
+// engine is left without the module, so that the same name can be registered again.
+func TestModuleRegistrationNotPersisted(t *testing.T) {
+	var broken atomic.Bool
+	broken.Store(true)
+	r := newRig(t, rigOptions{opts: func(o *api.Options) {
+		o.Registered = func(reg cycle.Registration, body []byte) error {
+			if broken.Load() {
+				return errors.New("save runtime modules: read-only file system")
+			}
+			return nil
+		}
+	}})
+	e := r.expectError(http.StatusInternalServerError, "not_persisted", http.MethodPost, "/modules",
+		jsonBody(`{"name":"extra","tier":"work","value":7}`), "Content-Type", ctJSON)
+	if !strings.Contains(e.Error.Message, "read-only file system") || !strings.Contains(e.Error.Message, `"extra"`) {
+		t.Errorf("message %q does not say what failed", e.Error.Message)
+	}
+	r.expectError(http.StatusNotFound, "not_found", http.MethodGet, "/modules/extra", nil)
+	s := r.tick()
+	if m, ok := s.Module("extra"); ok {
+		t.Errorf("a module whose registration failed ran: %+v", m)
+	}
+	if r.logs.FilterMessage("request failed").Len() != 1 {
+		t.Errorf("the persistence failure was not logged once: %v", r.logs.All())
+	}
+
+	broken.Store(false)
+	r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"extra","tier":"work","value":7}`), "Content-Type", ctJSON)
+	s = r.tick()
+	if m, ok := s.Module("extra"); !ok || m.Status != faultsummary.StatusOK {
+		t.Errorf("extra registered again: %+v %v", m, ok)
 	}
 }

@@ -245,11 +245,24 @@ func (s *server) postModule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, relativePaths(err, index), http.StatusInternalServerError)
 		return
 	}
+	name := reg.Spec.Name
 	if s.opts.Registered != nil {
-		s.opts.Registered(reg, body)
+		if err := s.opts.Registered(reg, body); err != nil {
+			// Not persisted: withdraw the registration, so that the engine does not run a
+			// module that a restart would lose (it applies at a tick boundary, so at
+			// most the boundaries passed while persisting saw it).
+			derr := s.e.Deregister(name)
+			s.regMu.Unlock()
+			if derr != nil {
+				err = fmt.Errorf("%w; and it could not be withdrawn: %w", err, derr)
+			}
+			s.fail(w, r, &HTTPError{Status: http.StatusInternalServerError, Code: "not_persisted",
+				Err: fmt.Errorf("module %q was not registered: the registration could not be persisted: %w", name, err)},
+				http.StatusInternalServerError)
+			return
+		}
 	}
 	s.regMu.Unlock()
-	name := reg.Spec.Name
 	w.Header().Set("Location", "/modules/"+url.PathEscape(name))
 	if m, ok := s.e.Module(name); ok {
 		writeJSON(w, http.StatusCreated, s.viewModule(m, s.e.Config(), s.e.Clock().Now()))

@@ -309,6 +309,33 @@ func TestDaemonStepMode(t *testing.T) {
 
 // TestDaemonPeriodicSIGTERM runs the demo at 10 Hz and checks that SIGTERM ends it with
 // exit code 0 within one period plus a second.
+// TestDaemonRegistrationNotPersisted runs the daemon with a state_dir that cannot be
+// written (its path is a file): POST /modules answers 500 not_persisted, and the module
+// is neither listed nor run, so that a restart cannot silently lose it.
+func TestDaemonRegistrationNotPersisted(t *testing.T) {
+	stateDir := write(t, "state", "a file, not a directory")
+	d := start(t, nil, "--config", write(t, "cycled.yaml", stepConfig+"state_dir: "+stateDir+"\n"))
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if st := d.do("POST", "/modules", `{"name": "late", "tier": "planning", "builtin": {"value": 42}}`, &e); st != http.StatusInternalServerError ||
+		e.Error.Code != "not_persisted" || !strings.Contains(e.Error.Message, "late") {
+		t.Fatalf("POST /modules with an unwritable state_dir = %d %+v", st, e)
+	}
+	if st := d.do("GET", "/modules/late", "", nil); st != http.StatusNotFound {
+		t.Errorf("GET /modules/late = %d, want 404", st)
+	}
+	var s summary
+	if st := d.do("POST", "/ticks", "", &s); st != http.StatusOK {
+		t.Fatalf("POST /ticks = %d", st)
+	}
+	for _, m := range s.Modules {
+		if m.Name == "late" {
+			t.Errorf("the module whose registration failed ran: %+v", m)
+		}
+	}
+}
+
 func TestDaemonPeriodicSIGTERM(t *testing.T) {
 	d := start(t, []string{"CYCLED_HTTP_ADDR=127.0.0.1:0", "CYCLED_STATE_DIR="}, "--log-level", "warn")
 	var s summary

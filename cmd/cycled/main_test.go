@@ -193,6 +193,39 @@ func TestRuntimeStore(t *testing.T) {
 	}
 }
 
+// A registration whose save failed is forgotten: the next successful save does not
+// write it.
+func TestRuntimeStorePutFailureForgets(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "state")
+	s, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("lost", []byte(`{"name": "lost"}`)); err == nil {
+		t.Fatal("Put into a state_dir that is a file succeeded")
+	}
+	if got := s.Saved(); len(got) != 0 {
+		t.Fatalf("a failed Put kept %+v", got)
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("kept", []byte(`{"name": "kept"}`)); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s2.Saved(); len(got) != 1 || got[0].Name != "kept" {
+		t.Fatalf("saved %+v, want only kept", got)
+	}
+}
+
 func TestRuntimeStoreCorruptFileMovedAside(t *testing.T) {
 	for name, content := range map[string]string{
 		"garbage":        "{not json",
@@ -256,8 +289,9 @@ func TestRuntimeStoreUnreadableFileNotOverwritten(t *testing.T) {
 	if err := s.Put("a", []byte(`{"name": "a"}`)); err == nil {
 		t.Fatal("a store whose file cannot be read wrote anyway")
 	}
-	if err := s.Delete("a"); err == nil {
-		t.Fatal("a store whose file cannot be read wrote a deregistration")
+	// The failed Put kept nothing: there is nothing to delete, and nothing is written.
+	if err := s.Delete("a"); err != nil || len(s.Saved()) != 0 {
+		t.Fatalf("Delete after a failed Put: %v, saved %+v", err, s.Saved())
 	}
 	if fi, err := os.Stat(filepath.Join(dir, stateFile)); err != nil || !fi.IsDir() {
 		t.Fatalf("the unreadable path was replaced: %v", err)

@@ -145,10 +145,8 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		ConfigView:   reloader.View,
 		DecodeModule: func(body []byte) (cycle.Registration, error) { return decodeModule(reloader, body) },
 		Faults:       func(name string, body []byte) (any, error) { return injectFaults(engine, name, body) },
-		Registered: func(r cycle.Registration, body []byte) {
-			if err := store.Put(r.Spec.Name, body); err != nil {
-				log.Error("runtime registration not persisted", zap.String("module", r.Spec.Name), zap.Error(err))
-			}
+		Registered: func(r cycle.Registration, body []byte) error {
+			return store.Put(r.Spec.Name, body) // an error fails the request (logged by the API)
 		},
 		Deregistered: func(name string) {
 			if err := store.Delete(name); err != nil {

@@ -119,7 +119,8 @@ func (s *runtimeStore) Saved() []savedModule {
 	return slices.Clone(s.modules)
 }
 
-// Put records a registration (replacing one of the same name) and saves.
+// Put records a registration (replacing one of the same name) and saves. If saving fails,
+// the store is left as it was, so that a later save does not write the registration.
 func (s *runtimeStore) Put(name string, body []byte) error {
 	if s.dir == "" {
 		return nil
@@ -130,9 +131,14 @@ func (s *runtimeStore) Put(name string, body []byte) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	prev := slices.Clone(s.modules)
 	s.modules = slices.DeleteFunc(s.modules, func(m savedModule) bool { return m.Name == name })
 	s.modules = append(s.modules, savedModule{Name: name, Body: compact.Bytes()})
-	return s.saveLocked()
+	if err := s.saveLocked(); err != nil {
+		s.modules = prev
+		return err
+	}
+	return nil
 }
 
 // Delete forgets a registration and saves.

@@ -133,6 +133,11 @@ type Options struct {
 	Registered func(reg cycle.Registration, body []byte) error
 	// Deregistered, if set, is called after DELETE /modules/{name} removed a module.
 	Deregistered func(name string)
+	// ForgetSaved, if set, is called by DELETE /modules/{name} for a name the engine does
+	// not know, to remove a saved runtime registration of that name that was never
+	// restored (a restart whose configuration no longer takes it): found reports whether
+	// there was one (204), else the request answers 404. An error answers 500.
+	ForgetSaved func(name string) (found bool, err error)
 	// WatchdogTimeout is how long /healthz tolerates no completed tick on a periodic
 	// scheduler. Zero means max(3 × period, MinWatchdog), computed at each request.
 	WatchdogTimeout time.Duration

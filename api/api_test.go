@@ -606,13 +606,23 @@ func TestModulesBreakersBlackboardEmergency(t *testing.T) {
 }
 
 func TestModuleRegistration(t *testing.T) {
-	var registered, deregistered atomic.Value
+	var registered, deregistered, forgotten atomic.Value
 	r := newRig(t, rigOptions{opts: func(o *api.Options) {
 		o.Registered = func(reg cycle.Registration, body []byte) error {
 			registered.Store(reg.Spec.Name + " " + string(body))
 			return nil
 		}
 		o.Deregistered = func(name string) { deregistered.Store(name) }
+		o.ForgetSaved = func(name string) (bool, error) {
+			switch name {
+			case "unrestored":
+				forgotten.Store(name)
+				return true, nil
+			case "unwritable":
+				return true, errors.New("disk full")
+			}
+			return false, nil
+		}
 	}})
 	res, b := r.do(http.MethodPost, "/modules", jsonBody(`{"name":"extra","tier":"work","value":7}`), "Content-Type", ctJSON)
 	if res.StatusCode != http.StatusCreated || res.Header.Get("Location") != "/modules/extra" {
@@ -667,6 +677,11 @@ func TestModuleRegistration(t *testing.T) {
 		t.Errorf("Deregistered callback: %q", got)
 	}
 	r.expectError(http.StatusNotFound, "not_found", http.MethodDelete, "/modules/extra", nil)
+	r.expect(http.StatusNoContent, http.MethodDelete, "/modules/unrestored", nil) // saved, never restored
+	if got := forgotten.Load(); got != "unrestored" {
+		t.Errorf("ForgetSaved: %q", got)
+	}
+	r.expectError(http.StatusInternalServerError, "internal", http.MethodDelete, "/modules/unwritable", nil)
 	e = r.expectError(http.StatusConflict, "not_runtime", http.MethodDelete, "/modules/good", nil)
 	if !strings.Contains(e.Error.Message, "configuration file") {
 		t.Errorf("not_runtime message: %q", e.Error.Message)

@@ -303,6 +303,17 @@ func (s *server) deleteModule(w http.ResponseWriter, r *http.Request) {
 	if err == nil && s.opts.Deregistered != nil {
 		s.opts.Deregistered(name)
 	}
+	if errors.Is(err, cycle.ErrNotFound) && s.opts.ForgetSaved != nil {
+		// Saved by an earlier run but not restored: deleting it is how an operator stops
+		// the daemon retrying it at every start.
+		found, ferr := s.opts.ForgetSaved(name)
+		switch {
+		case ferr != nil:
+			err = fmt.Errorf("forget the saved registration of %q: %w", name, ferr)
+		case found:
+			err = nil
+		}
+	}
 	s.regMu.Unlock()
 	if err != nil {
 		if errors.Is(err, cycle.ErrNotRuntime) {

@@ -307,6 +307,43 @@ func TestDaemonStepMode(t *testing.T) {
 	}
 }
 
+// TestDaemonDeletesUnrestoredModule: a runtime registration that a restart cannot restore
+// (its tier is gone from the configuration) stays saved, and DELETE /modules/{name}
+// removes it, so that the daemon stops retrying it at every start.
+func TestDaemonDeletesUnrestoredModule(t *testing.T) {
+	stateDir := t.TempDir()
+	cfgPath := write(t, "cycled.yaml", stepConfig+"state_dir: "+stateDir+"\n")
+	d := start(t, nil, "--config", cfgPath)
+	if st := d.do("POST", "/modules", `{"name": "late", "tier": "knowledge", "builtin": {"value": 42}}`, nil); st != http.StatusCreated {
+		t.Fatalf("POST /modules = %d", st)
+	}
+	if code, _ := d.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	noKnowledge := strings.Replace(stepConfig, "    tier: knowledge\n", "    tier: safety\n", 1) +
+		"tiers: [{name: safety}, {name: planning}]\nstate_dir: " + stateDir + "\n"
+	if err := os.WriteFile(cfgPath, []byte(noKnowledge), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d = start(t, nil, "--config", cfgPath)
+	if st := d.do("GET", "/modules/late", "", nil); st != http.StatusNotFound {
+		t.Fatalf("GET /modules/late after a restart without its tier = %d, want 404\n%s", st, d.stderr())
+	}
+	if st := d.do("DELETE", "/modules/late", "", nil); st != http.StatusNoContent {
+		t.Fatalf("DELETE /modules/late (saved, not restored) = %d, want 204\n%s", st, d.stderr())
+	}
+	if st := d.do("DELETE", "/modules/late", "", nil); st != http.StatusNotFound {
+		t.Fatalf("DELETE /modules/late again = %d, want 404", st)
+	}
+	saved, err := os.ReadFile(filepath.Join(stateDir, "modules.json"))
+	if err != nil || strings.Contains(string(saved), `"late"`) {
+		t.Fatalf("modules.json after the delete: %v\n%s", err, saved)
+	}
+	if code, _ := d.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
 // TestDaemonPeriodicSIGTERM runs the demo at 10 Hz and checks that SIGTERM ends it with
 // exit code 0 within one period plus a second.
 // TestDaemonRegistrationNotPersisted runs the daemon with a state_dir that cannot be

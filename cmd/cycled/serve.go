@@ -153,6 +153,7 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 				log.Error("runtime deregistration not persisted", zap.String("module", name), zap.Error(err))
 			}
 		},
+		ForgetSaved: store.Forget, // a saved module that was not restored at startup
 		Version:     versionString(),
 		ReadLimiter: readLimiter,
 	})

@@ -143,17 +143,28 @@ func (s *runtimeStore) Put(name string, body []byte) error {
 
 // Delete forgets a registration and saves.
 func (s *runtimeStore) Delete(name string) error {
+	_, err := s.Forget(name)
+	return err
+}
+
+// Forget is Delete that also reports whether a registration of that name was saved. If
+// saving fails, the store is left as it was.
+func (s *runtimeStore) Forget(name string) (found bool, err error) {
 	if s.dir == "" {
-		return nil
+		return false, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := len(s.modules)
+	prev := slices.Clone(s.modules)
 	s.modules = slices.DeleteFunc(s.modules, func(m savedModule) bool { return m.Name == name })
-	if len(s.modules) == n {
-		return nil
+	if len(s.modules) == len(prev) {
+		return false, nil
 	}
-	return s.saveLocked()
+	if err := s.saveLocked(); err != nil {
+		s.modules = prev
+		return true, err
+	}
+	return true, nil
 }
 
 func (s *runtimeStore) saveLocked() error {

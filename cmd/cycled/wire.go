@@ -16,7 +16,7 @@ import (
 
 // restore registers the modules saved in state_dir by earlier runs. A saved module that no
 // longer decodes or registers (the configuration changed) is logged and skipped; it stays
-// saved until it is deleted through the API. A registration's problems name the runtime
+// saved until it is deleted through the API (DELETE /modules/{name}, see ForgetSaved). A registration's problems name the runtime
 // module (runtime_modules[j], as a reload does), not its index among the engine's modules.
 func restore(e *cycle.Engine, r *config.Reloader, store *runtimeStore, log *zap.Logger) {
 	for _, m := range store.Saved() {

@@ -44,19 +44,26 @@ func TestDemoValidates(t *testing.T) {
 	}
 }
 
+// demoEngine returns the embedded demo's engine configuration and modules.
+func demoEngine(t *testing.T) (cycle.Config, []cycle.Registration) {
+	t.Helper()
+	c, err := config.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec, regs, ps := c.Engine()
+	if len(ps) != 0 {
+		t.Fatal(ps)
+	}
+	return ec, regs
+}
+
 // TestDemoShowsEveryLayer runs the demo on virtual time for 7 seconds and checks that a
 // new user sees, within 10 seconds, a retry, the breaker opening, a stale last-good value,
 // its expiry and the recovery, with the safety tier healthy throughout.
 func TestDemoShowsEveryLayer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := config.Demo()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ec, regs, ps := c.Engine()
-		if len(ps) != 0 {
-			t.Fatal(ps)
-		}
+		ec, regs := demoEngine(t)
 		var mu sync.Mutex
 		var transitions []breaker.Transition
 		var emergencies int
@@ -149,14 +156,7 @@ func TestDemoShowsEveryLayer(t *testing.T) {
 // cooldown has passed and its 3 probes succeed — not 3 ticks after the reset.
 func TestDemoSafetyFaultRecovery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c, err := config.Demo()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ec, regs, ps := c.Engine()
-		if len(ps) != 0 {
-			t.Fatal(ps)
-		}
+		ec, regs := demoEngine(t)
 		var mu sync.Mutex
 		var opened, closed time.Time
 		var entered, left []faultsummary.EmergencyEvent

@@ -81,13 +81,7 @@ func TestPermanentNotRetried(t *testing.T) {
 func TestBreakerLifecycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool
-		m := &script{}
-		m.fn = func(_ context.Context, in *tiers.Input) (any, error) {
-			if failNow.Load() {
-				return nil, fault.Permanent(errBoom)
-			}
-			return "v", nil
-		}
+		m := switchable(&failNow, fault.Permanent(errBoom), "v")
 		e := newEngine(t, Config{}, []Registration{reg("lidar", "knowledge", m, func(s *tiers.ModuleSpec) {
 			s.TTL = lastgood.TTL{Fixed: 2500 * time.Millisecond}
 		})})
@@ -163,12 +157,7 @@ func TestBreakerLifecycle(t *testing.T) {
 func TestLastGoodExpires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool
-		m := &script{fn: func(context.Context, *tiers.Input) (any, error) {
-			if failNow.Load() {
-				return nil, fault.Validation(errBoom)
-			}
-			return 42, nil
-		}}
+		m := switchable(&failNow, fault.Validation(errBoom), 42)
 		e := newEngine(t, Config{}, []Registration{reg("cam", "knowledge", m, func(s *tiers.ModuleSpec) {
 			s.TTL = lastgood.TTL{Fixed: time.Second}
 		})})
@@ -281,12 +270,7 @@ func TestPanicRecovered(t *testing.T) {
 func TestSafetyFailureEntersEmergencyAndRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool
-		guard := &script{fn: func(context.Context, *tiers.Input) (any, error) {
-			if failNow.Load() {
-				return nil, fault.Validation(errBoom)
-			}
-			return "clear", nil
-		}}
+		guard := switchable(&failNow, fault.Validation(errBoom), "clear")
 		planner := ok("plan")
 		safeStop := ok("stopped")
 		cfg := Config{Emergency: EmergencyConfig{SkipTiers: []string{"knowledge"}, RecoverAfter: 2}}
@@ -353,12 +337,7 @@ func TestSafetyFailureEntersEmergencyAndRecovers(t *testing.T) {
 func TestEmergencyLatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool
-		guard := &script{fn: func(context.Context, *tiers.Input) (any, error) {
-			if failNow.Load() {
-				return nil, fault.Transient(errBoom)
-			}
-			return "clear", nil
-		}}
+		guard := switchable(&failNow, fault.Transient(errBoom), "clear")
 		world := ok("w")
 		e := newEngine(t, Config{Emergency: EmergencyConfig{Latch: true, RecoverAfter: 1}}, []Registration{
 			reg("guard", "safety", guard),
@@ -393,12 +372,7 @@ func TestEmergencyLatch(t *testing.T) {
 func TestEmergencyResetWhileFailingLatchesAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool
-		guard := &script{fn: func(context.Context, *tiers.Input) (any, error) {
-			if failNow.Load() {
-				return nil, fault.Validation(errBoom)
-			}
-			return "clear", nil
-		}}
+		guard := switchable(&failNow, fault.Validation(errBoom), "clear")
 		e := newEngine(t, Config{Emergency: EmergencyConfig{Latch: true, RecoverAfter: 1}}, []Registration{reg("guard", "safety", guard)})
 		failNow.Store(true)
 		tick(t, e)
@@ -513,12 +487,7 @@ func TestFailFastInLaterTier(t *testing.T) {
 func TestSharedBreakerOnOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool
-		a := &script{fn: func(context.Context, *tiers.Input) (any, error) {
-			if failNow.Load() {
-				return nil, fault.Transient(errBoom)
-			}
-			return "a", nil
-		}}
+		a := switchable(&failNow, fault.Transient(errBoom), "a")
 		b, c := ok("b"), ok("c")
 		cfg := Config{Breakers: map[string]breaker.Settings{"llm": {FailureThreshold: 1, Cooldown: time.Minute}}}
 		e := newEngine(t, cfg, []Registration{
@@ -632,12 +601,7 @@ func TestIdleModulesWithExpiredValuesAreNotDegraded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool
 		failNow.Store(true)
-		guard := &script{fn: func(context.Context, *tiers.Input) (any, error) {
-			if failNow.Load() {
-				return nil, fault.Validation(errBoom)
-			}
-			return "clear", nil
-		}}
+		guard := switchable(&failNow, fault.Validation(errBoom), "clear")
 		e := newEngine(t, Config{Emergency: EmergencyConfig{SkipTiers: []string{"knowledge"}, RecoverAfter: 1}}, []Registration{
 			reg("guard", "safety", guard),
 			reg("rare", "knowledge", ok("r"), func(s *tiers.ModuleSpec) { s.Every = 4; s.TTL = lastgood.TTL{Fixed: time.Second} }),
@@ -666,12 +630,7 @@ func TestIdleModulesWithExpiredValuesAreNotDegraded(t *testing.T) {
 func TestDerivedFromStalePropagates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool
-		src := &script{fn: func(context.Context, *tiers.Input) (any, error) {
-			if failNow.Load() {
-				return nil, fault.Permanent(errBoom)
-			}
-			return 1, nil
-		}}
+		src := switchable(&failNow, fault.Permanent(errBoom), 1)
 		mid := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) { return in.Value("src.result"), nil }}
 		top := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) { return in.Value("mid.result"), nil }}
 		cfg := Config{Tiers: append(testTiers(), tiers.Tier{Name: "execution", Budget: 50 * time.Millisecond})}
@@ -759,12 +718,7 @@ func TestReloadReplacesOpenBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool
 		failNow.Store(true)
-		m := &script{fn: func(context.Context, *tiers.Input) (any, error) {
-			if failNow.Load() {
-				return nil, fault.Validation(errBoom)
-			}
-			return "v", nil
-		}}
+		m := switchable(&failNow, fault.Validation(errBoom), "v")
 		regs := []Registration{reg("m", "knowledge", m)}
 		e := newEngine(t, Config{}, regs)
 		var s *faultsummary.Summary

@@ -36,6 +36,16 @@ func failing(err error) *script {
 	return &script{fn: func(context.Context, *tiers.Input) (any, error) { return nil, err }}
 }
 
+// switchable returns v, or fails with err while fail is set.
+func switchable(fail *atomic.Bool, err error, v any) *script {
+	return &script{fn: func(context.Context, *tiers.Input) (any, error) {
+		if fail.Load() {
+			return nil, err
+		}
+		return v, nil
+	}}
+}
+
 // testTiers are small tiers with deterministic backoff (no jitter).
 func testTiers() []tiers.Tier {
 	bo := retrybudget.Backoff{Base: 5 * time.Millisecond, Factor: 2, Max: 20 * time.Millisecond}

@@ -363,12 +363,7 @@ func TestAdminNonLoopbackWithoutToken(t *testing.T) {
 		{method: "POST", path: "/config/reload", status: 403, code: "admin_disabled"},
 		{method: "DELETE", path: "/modules/plan", status: 403, code: "admin_disabled"},
 	} {
-		status, _, body := r.send(t, d.base)
-		var e errorAnswer
-		_ = json.Unmarshal(body, &e)
-		if status != r.status || e.Error == nil || e.Error.Code != r.code {
-			t.Errorf("%s %s: %d %s, want %d %s", r.method, r.path, status, body, r.status, r.code)
-		}
+		expectAnswer(t, r, d.base)
 	}
 	if st := d.do("GET", "/modules/plan", "", nil); st != http.StatusOK {
 		t.Errorf("GET /modules/plan = %d", st)
@@ -392,15 +387,21 @@ func TestAdminWildcardWithoutToken(t *testing.T) {
 		{method: "POST", path: "/config/reload", status: 403, code: "admin_disabled"},
 		{method: "DELETE", path: "/modules/plan", status: 403, code: "admin_disabled"},
 	} {
-		status, _, body := r.send(t, local)
-		var e errorAnswer
-		_ = json.Unmarshal(body, &e)
-		if status != r.status || e.Error == nil || e.Error.Code != r.code {
-			t.Errorf("%s %s via 127.0.0.1: %d %s, want %d %s", r.method, r.path, status, body, r.status, r.code)
-		}
+		expectAnswer(t, r, local)
 	}
 	if st := d.do("GET", "/modules/plan", "", nil); st != http.StatusOK {
 		t.Errorf("GET /modules/plan = %d", st)
+	}
+}
+
+// expectAnswer sends r to the server at base and checks its status and error code.
+func expectAnswer(t *testing.T, r badInput, base string) {
+	t.Helper()
+	status, _, body := r.send(t, base)
+	var e errorAnswer
+	_ = json.Unmarshal(body, &e)
+	if status != r.status || e.Error == nil || e.Error.Code != r.code {
+		t.Errorf("%s %s%s: %d %s, want %d %s", r.method, base, r.path, status, body, r.status, r.code)
 	}
 }
 

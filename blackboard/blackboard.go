@@ -7,9 +7,10 @@
 // module read any stale input in that tick is tagged derived_from_stale, and the tag
 // propagates through later readers.
 //
-// The engine writes a tier's results only after the tier has finished, so readers in tier k
-// see the live values of tiers < k of this tick and tagged fallbacks for the rest; a reader
-// never sees a half-written tier.
+// The engine writes a module's value as soon as the module succeeds, marked with the
+// writer's tier. Readers in tier k see the live values of tiers < k of this tick, and for
+// every other key the last-known-good value from before the tick, tagged (lastgood's
+// GetBefore): what a reader sees never depends on which module of a tier finishes first.
 package blackboard
 
 import (
@@ -311,7 +312,9 @@ func (b *Board) GetFor(key string, readerTier int) (Entry, bool) {
 	if b.lg == nil {
 		return Entry{}, false
 	}
-	return FromLastGood(b.lg.Get(key, cur.start))
+	// Not this tick's entry for this reader: the last-known-good value from before the
+	// tick, also when a module of this tier, or of a later one, already wrote this tick's.
+	return FromLastGood(b.lg.GetBefore(key, cur.id, cur.start))
 }
 
 // Entries returns a copy of this tick's entries, sorted by key.

@@ -627,6 +627,37 @@ func TestIdleModulesWithExpiredValuesAreNotDegraded(t *testing.T) {
 	})
 }
 
+// TestSameTierReaderSeesLastGoodOnly: a module reading a key written by a module of its own
+// tier gets the value from before this tick, tagged stale (nothing in the first tick),
+// never this tick's, whichever of the two finishes first.
+func TestSameTierReaderSeesLastGoodOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []blackboard.Entry
+		writer := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) { return in.TickID(), nil }}
+		reader := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) {
+			time.Sleep(5 * time.Millisecond) // the writer, run first, has returned
+			e, _ := in.Get("w.result")
+			seen = append(seen, e)
+			return "r", nil
+		}}
+		e := newEngine(t, Config{}, []Registration{
+			reg("w", "knowledge", writer, func(s *tiers.ModuleSpec) { s.Priority = 10 }),
+			reg("r", "knowledge", reader, func(s *tiers.ModuleSpec) { s.Reads = []string{"w.result"} }),
+		})
+		for range 3 {
+			tick(t, e)
+		}
+		if seen[0].Source != blackboard.None {
+			t.Errorf("tick 1: read %+v, want nothing (no value before the tick)", seen[0])
+		}
+		for i, en := range seen[1:] {
+			if id := uint64(i + 2); en.Source != blackboard.LastGood || !en.Stale || en.TickID != id-1 || en.Value != id-1 {
+				t.Errorf("tick %d: read %+v, want tick %d's value, stale", id, en, id-1)
+			}
+		}
+	})
+}
+
 func TestDerivedFromStalePropagates(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var failNow atomic.Bool

@@ -142,17 +142,18 @@ type Store struct {
 // its key in one step, without a handle in between (at thousands of modules, every
 // object a module's run touches is a cache miss).
 type record struct {
-	// What a write touches comes first, in the record's first two cache lines: on 64-bit
-	// platforms a record is 192 bytes, a size class whose objects start on a (64-byte)
-	// line, and the engine's write of a module's value touches two lines, where an Entry
-	// in the middle of a 208-byte record spread it over three or four (the Entry's Key,
-	// which a write never changes, is the record's key, kept below with what only reads
-	// and rare writes touch). Measured with
-	// bench/floor's BenchmarkEngine (eight alternated runs, one P): 4.5% shorter ticks of
-	// 5000 trivial modules, within the noise at 500, whose records stay in the core's cache.
+	// What a write touches comes first, in the record's first three cache lines: on 64-bit
+	// platforms a record is 248 bytes, in the size class of 256 whose objects start on a
+	// (64-byte) line, and the engine's write of a module's value touches the lines of the
+	// entry and of the entry it replaces (the Entry's Key, which a write never changes, is
+	// the record's key, kept below with what only reads and rare writes touch). Keeping
+	// the written fields together, where an Entry in the middle of a 208-byte record spread
+	// a write over three or four lines of two, made ticks of 5000 trivial modules 4.5%
+	// shorter (bench/floor's BenchmarkEngine, eight alternated runs, one P).
 	mu       sync.Mutex
 	hasEntry bool   // guarded by mu; the fields from value to module hold the entry
 	detached bool   // guarded by mu; deleted from the store: writes through a Slot are not counted
+	pHas     bool   // guarded by mu; the fields from pValue to pWritten hold the entry before
 	seq      uint64 // guarded by mu; the last Seq assigned
 	seqEnd   uint64 // guarded by mu; the end of the record's block of sequence numbers
 	// Write history for automatic TTLs.
@@ -165,6 +166,13 @@ type record struct {
 	eseq    uint64    // guarded by mu
 	written time.Time // guarded by mu
 	module  string    // guarded by mu
+	// The entry that the first write of the entry's tick replaced (valid when pHas), for
+	// the readers of that tick that must not see its writes (GetBefore). Its module is
+	// the entry's: a key has one writer.
+	pValue   any       // guarded by mu
+	pTick    uint64    // guarded by mu
+	pSeq     uint64    // guarded by mu
+	pWritten time.Time // guarded by mu
 
 	st        *Store // immutable
 	key       string // immutable
@@ -267,6 +275,27 @@ func (s *Store) Get(key string, now time.Time) Lookup {
 	return s.get(r, key, now)
 }
 
+// GetBefore is Get as a reader in tick sees key when the writes of tick itself are not for
+// it (the blackboard's reader in a tier that runs before, or with, the writer's): the
+// entry written last before tick, with its age and quality at now, or Missing if there
+// was none. It allocates nothing.
+func (s *Store) GetBefore(key string, tick uint64, now time.Time) Lookup {
+	r := s.record(key, false)
+	if r == nil {
+		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: s.defaultTTL}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.hasEntry || r.tick < tick {
+		return s.getLocked(r, key, now)
+	}
+	ttl := s.ttlOf(r)
+	if !r.pHas || r.pTick >= tick {
+		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: ttl}
+	}
+	return lookupAt(Entry{Key: key, Value: r.pValue, Module: r.module, TickID: r.pTick, Written: r.pWritten, Seq: r.pSeq}, ttl, now)
+}
+
 func (s *Store) get(r *record, key string, now time.Time) Lookup {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -279,7 +308,13 @@ func (s *Store) getLocked(r *record, key string, now time.Time) Lookup {
 	if !r.hasEntry {
 		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: ttl}
 	}
-	age := now.Sub(r.written)
+	return lookupAt(r.entryLocked(), ttl, now)
+}
+
+// lookupAt returns the lookup of e at now under ttl: stale while younger than ttl, then
+// expired.
+func lookupAt(e Entry, ttl time.Duration, now time.Time) Lookup {
+	age := now.Sub(e.Written)
 	if age < 0 {
 		age = 0
 	}
@@ -287,7 +322,7 @@ func (s *Store) getLocked(r *record, key string, now time.Time) Lookup {
 	if age >= ttl {
 		q = Expired
 	}
-	return Lookup{Entry: r.entryLocked(), Quality: q, Age: age, TTL: ttl}
+	return Lookup{Entry: e, Quality: q, Age: age, TTL: ttl}
 }
 
 // Slot is a handle on one key, for a writer that stores the same key again and again: it
@@ -315,6 +350,11 @@ func (sl *Slot) PutValue(value any, module string, tick uint64, written time.Tim
 	// Field by field, the module's name only when it changes: a write of the whole entry
 	// is a typed copy with a write barrier for each of its pointers while the collector
 	// marks (5% of an engine's trivial module).
+	if r.hasEntry && r.tick != tick {
+		// The first write of a tick: keep what it replaces for that tick's readers that
+		// must not see it (GetBefore). Field by field too.
+		r.pHas, r.pValue, r.pTick, r.pSeq, r.pWritten = true, r.value, r.tick, r.eseq, r.written
+	}
 	if r.module != module {
 		r.module = module
 	}
@@ -405,6 +445,7 @@ func (s *Store) Delete(key string) {
 		s.stored.Add(-1)
 		r.hasEntry = false
 	}
+	r.pHas = false
 	r.detached = true
 	r.mu.Unlock()
 }

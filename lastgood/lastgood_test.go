@@ -387,6 +387,40 @@ func TestConcurrentPutGet(t *testing.T) {
 	}
 }
 
+// TestGetBefore: a reader of tick t that must not see t's writes gets the entry written
+// last before t: the one the first write of t replaced (a second write in t keeps it),
+// aged at now; nothing if the key had no entry before t; the latest one when t wrote none.
+func TestGetBefore(t *testing.T) {
+	s := New(WithDefaultTTL(time.Second))
+	if lk := s.GetBefore("k", 1, at(0)); lk.Quality != Missing {
+		t.Fatalf("no record: %+v", lk)
+	}
+	s.Put(Entry{Key: "k", Value: "v1", Module: "m", TickID: 1, Written: at(0)})
+	if lk := s.GetBefore("k", 1, at(0)); lk.Quality != Missing || lk.Key != "k" {
+		t.Fatalf("before tick 1, which wrote the first entry: %+v, want missing", lk)
+	}
+	if lk := s.GetBefore("k", 2, at(100*time.Millisecond)); lk.Value != "v1" || lk.Quality != Stale || lk.Age != 100*time.Millisecond {
+		t.Fatalf("before tick 2, which wrote nothing: %+v, want v1 stale 100ms", lk)
+	}
+	first := s.Put(Entry{Key: "k", Value: "v2", Module: "m", TickID: 2, Written: at(100 * time.Millisecond)})
+	s.Put(Entry{Key: "k", Value: "v2b", Module: "m", TickID: 2, Written: at(150 * time.Millisecond)})
+	lk := s.GetBefore("k", 2, at(1200*time.Millisecond))
+	if lk.Value != "v1" || lk.TickID != 1 || lk.Module != "m" || lk.Seq == 0 || lk.Seq >= first.Seq || lk.Quality != Expired {
+		t.Fatalf("before tick 2, which wrote twice: %+v, want v1 of tick 1, expired at 1.2 s", lk)
+	}
+	if lk := s.GetBefore("k", 3, at(200*time.Millisecond)); lk.Value != "v2b" || lk.TickID != 2 {
+		t.Fatalf("before tick 3: %+v, want v2b", lk)
+	}
+	if lk := s.Get("k", at(200*time.Millisecond)); lk.Value != "v2b" {
+		t.Fatalf("Get: %+v, want the latest entry", lk)
+	}
+	s.Delete("k")
+	s.Put(Entry{Key: "k", Value: "new", TickID: 4, Written: at(time.Second)})
+	if lk := s.GetBefore("k", 4, at(time.Second)); lk.Quality != Missing {
+		t.Fatalf("before the first write after a Delete: %+v, want missing", lk)
+	}
+}
+
 func TestPutGetDoNotAllocate(t *testing.T) {
 	s := New()
 	s.SetTTL("k", TTL{Auto: true})
@@ -528,20 +562,21 @@ func TestSlotDetachedByDelete(t *testing.T) {
 	}
 }
 
-// TestRecordLayout keeps what a write touches in a record's first two cache lines, and the
-// record in a size class whose objects start on a line (192 bytes): a field added among the
-// written ones, or one that pushes the record to 208 bytes, spreads every write of a
-// module's value over more lines again.
+// TestRecordLayout keeps what a write touches in a record's first three cache lines (the
+// entry, and the one it replaces at a tick's first write), and the record in a size class
+// whose objects start on a line (256 bytes): a field added among the written ones, or one
+// that pushes the record past 256 bytes, spreads every write of a module's value over more
+// lines again.
 func TestRecordLayout(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("the record is laid out for 64-bit platforms (148 bytes on 32-bit ones)")
 	}
 	var r record
-	if got := unsafe.Sizeof(r); got != 192 {
-		t.Errorf("a record is %d bytes, want 192 (a size class of line-aligned objects)", got)
+	if got := unsafe.Sizeof(r); got <= 192 || got > 256 {
+		t.Errorf("a record is %d bytes, want 193–256 (the size class of 256, line-aligned)", got)
 	}
-	if end := unsafe.Offsetof(r.module) + unsafe.Sizeof(r.module); end > 128 {
-		t.Errorf("the written fields end at byte %d, past the second cache line", end)
+	if end := unsafe.Offsetof(r.pWritten) + unsafe.Sizeof(r.pWritten); end > 192 {
+		t.Errorf("the written fields end at byte %d, past the third cache line", end)
 	}
 	if unsafe.Offsetof(r.st) < unsafe.Offsetof(r.module) {
 		t.Error("the store pointer, which a write reads only for a new block of sequence numbers, sits among the written fields")

@@ -14,7 +14,9 @@ import (
 // start + k·period; the overrun policy decides what happens after a tick that ran past one
 // or more grid points. In step mode (period 0) Run only waits for ctx: ticks run through
 // Tick. Configuration changes apply at tick boundaries; a reload that changes the period
-// restarts the grid at the next tick.
+// restarts the grid at the grid point of the last tick, so that the next tick comes one new
+// period after it, and a reload to step mode is applied by Run itself, at once if no tick
+// is running.
 func (e *Engine) Run(ctx context.Context) error {
 	if e.closed.Load() {
 		return ErrClosed
@@ -31,6 +33,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		period time.Duration
 		k      int64 // index of the next grid point
 		next   time.Time
+		last   time.Time // the grid point of the last tick run on a period
 	)
 	for {
 		if ctx.Err() != nil {
@@ -40,18 +43,33 @@ func (e *Engine) Run(ctx context.Context) error {
 		cfg := e.desired.cfg
 		e.cfgMu.Unlock()
 		if cfg.Period <= 0 {
+			if e.activeView.Load().cfg.Period > 0 {
+				// A reload to step mode that came during the last tick: no tick applies it
+				// now, and Tick refuses to run until it is in force. Here is a tick
+				// boundary: apply it.
+				e.tickMu.Lock()
+				if !e.closed.Load() {
+					e.applyPending()
+				}
+				e.tickMu.Unlock()
+			}
 			// Step mode: wait for the context, or for a reload that sets a period.
 			if err := e.sleepUntil(ctx, cfg, e.clock.Now().Add(50*time.Millisecond), nil); err != nil {
 				return err
 			}
-			period = 0
+			period, last = 0, time.Time{}
 			continue
 		}
 		if cfg.Period != period {
+			if period > 0 {
+				// A reload changed the period: the new grid starts at the last tick's grid
+				// point, so the next tick comes one new period after it, not at once.
+				origin, k = last, 1
+			} else {
+				origin, k = e.clock.Now(), 0 // the first period, or one after step mode
+			}
 			period = cfg.Period
-			origin = e.clock.Now()
-			k = 0
-			next = origin
+			next = origin.Add(time.Duration(k) * period)
 		}
 		if err := e.sleepUntil(ctx, cfg, next, &e.grid); err != nil {
 			return err
@@ -62,6 +80,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			return ErrClosed
 		}
 		e.tickLocked(context.WithoutCancel(ctx), next)
+		last = next
 		end := e.clock.Now()
 		switch cfg.Overrun {
 		case OverrunDelay:

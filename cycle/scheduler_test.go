@@ -3,6 +3,7 @@ package cycle
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -184,6 +185,69 @@ func TestStopWaitsForRunningTick(t *testing.T) {
 		}
 		if got := time.Since(ss[0].StartedAt); got != 300*time.Millisecond {
 			t.Fatalf("Run returned %v after the tick started, want when it finished (300ms)", got)
+		}
+	})
+}
+
+// TestReloadToStepModeDuringTick: a reload to step mode that comes while a tick runs is put
+// in force by the scheduler, though no tick on the period follows to apply it: Tick (POST
+// /ticks) then runs, where it refused for good before.
+func TestReloadToStepModeDuringTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := time.Millisecond
+		cfg := Config{Period: 100 * ms, Tiers: []tiers.Tier{{Name: "safety", Budget: 50 * ms}}}
+		e := newEngine(t, cfg, []Registration{reg("m", "safety", slowOn(20*ms, 1, 2, 3, 4, 5))})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }()
+		time.Sleep(210 * ms) // the tick of 200 ms runs until 220 ms
+		step := cfg
+		step.Period = 0
+		if err := e.Reload(step, e.Registrations()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		last := e.Latest().TickID
+		if s, err := e.Tick(context.Background()); err != nil || s.TickID != last+1 || !e.StepMode() {
+			t.Errorf("Tick after a reload to step mode: %v (ticks stopped at %d, step mode %v)", err, last, e.StepMode())
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestReloadedPeriodStartsAfterLastTick: a reload that lengthens the period restarts the
+// grid at the grid point of the tick that applied it: the next tick comes one new period
+// later, not at once after it.
+func TestReloadedPeriodStartsAfterLastTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := time.Millisecond
+		var rec recorder
+		cfg := Config{Period: 100 * ms, Tiers: []tiers.Tier{{Name: "safety", Budget: 50 * ms}}}
+		e := newEngine(t, cfg, []Registration{reg("m", "safety", slowOn(5*ms, 1, 2, 3, 4, 5, 6, 7, 8))}, WithHooks(rec.hooks()))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }()
+		time.Sleep(250 * ms) // ticks at 0, 100 and 200 ms; the reload applies at 300 ms
+		slow := cfg
+		slow.Period = time.Second
+		if err := e.Reload(slow, e.Registrations()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2100 * ms)
+		cancel()
+		<-done
+		ss := rec.get()
+		t0 := ss[0].ScheduledAt
+		var got []time.Duration
+		for _, s := range ss {
+			got = append(got, s.ScheduledAt.Sub(t0))
+		}
+		want := []time.Duration{0, 100 * ms, 200 * ms, 300 * ms, 1300 * ms, 2300 * ms}
+		if !slices.Equal(got, want) {
+			t.Fatalf("ticks scheduled at %v, want %v", got, want)
 		}
 	})
 }

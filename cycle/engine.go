@@ -463,6 +463,7 @@ func (e *Engine) applyLocked(st *state) {
 			e.removeBreaker(snap.Name)
 		}
 	}
+	e.lg.SetDefaultTTL(st.cfg.DefaultTTL) // a reload may change it (lastgood.default_ttl)
 	n := 0
 	for _, ms := range st.tierMods {
 		for pos, rt := range ms {

@@ -183,6 +183,31 @@ func TestLastGoodExpires(t *testing.T) {
 	})
 }
 
+// TestReloadChangesDefaultTTL: a reload of lastgood.default_ttl applies to the values of
+// modules without their own TTL from the next tick on, also to a value written before it.
+func TestReloadChangesDefaultTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failNow atomic.Bool
+		regs := []Registration{reg("m", "knowledge", switchable(&failNow, fault.Transient(errBoom), 1))}
+		cfg := Config{DefaultTTL: 5 * time.Second}
+		e := newEngine(t, cfg, regs)
+		tick(t, e)
+		cfg.DefaultTTL = time.Second
+		if err := e.Reload(cfg, regs); err != nil {
+			t.Fatal(err)
+		}
+		failNow.Store(true)
+		time.Sleep(2 * time.Second)
+		s := tick(t, e)
+		if sv := mod(t, s, "m").Served; sv.Source != blackboard.None || !sv.Expired {
+			t.Fatalf("a value 2 s old under default_ttl 1s: served %+v, want none, expired", sv)
+		}
+		if !slices.Contains(s.DegradedKeys, "m.result (expired)") {
+			t.Fatalf("degraded_keys %v", s.DegradedKeys)
+		}
+	})
+}
+
 func TestHungModuleIsAbandonedAndBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})

@@ -123,13 +123,15 @@ func (f optionFunc) apply(s *Store) { f(s) }
 
 // WithDefaultTTL sets the TTL of keys without their own policy. Default: 5s. A
 // non-positive d is ignored.
-func WithDefaultTTL(d time.Duration) Option { return optionFunc(func(s *Store) { s.defaultTTL = d }) }
+func WithDefaultTTL(d time.Duration) Option {
+	return optionFunc(func(s *Store) { s.defaultTTL.Store(int64(d)) })
+}
 
 // Store is the last-known-good store. It is safe for concurrent use. The map of keys has
 // one lock; every key's record has its own, so that writers of different keys (the engine
 // stores the results of concurrently running modules) do not contend.
 type Store struct {
-	defaultTTL time.Duration // set by New, read-only afterwards
+	defaultTTL atomic.Int64 // a time.Duration: see SetDefaultTTL
 
 	mu      sync.RWMutex
 	records map[string]*record // guarded by mu
@@ -187,14 +189,15 @@ func (r *record) entryLocked() Entry {
 
 // New returns an empty store.
 func New(opts ...Option) *Store {
-	s := &Store{defaultTTL: defaultTTL}
+	s := &Store{}
+	s.defaultTTL.Store(int64(defaultTTL))
 	for _, o := range opts {
 		if o != nil {
 			o.apply(s)
 		}
 	}
-	if s.defaultTTL <= 0 {
-		s.defaultTTL = defaultTTL
+	if s.defaultTTL.Load() <= 0 {
+		s.defaultTTL.Store(int64(defaultTTL))
 	}
 	s.records = make(map[string]*record)
 	return s
@@ -270,7 +273,7 @@ func (r *record) noteWrite(written time.Time) {
 func (s *Store) Get(key string, now time.Time) Lookup {
 	r := s.record(key, false)
 	if r == nil {
-		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: s.defaultTTL}
+		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: s.DefaultTTL()}
 	}
 	return s.get(r, key, now)
 }
@@ -282,7 +285,7 @@ func (s *Store) Get(key string, now time.Time) Lookup {
 func (s *Store) GetBefore(key string, tick uint64, now time.Time) Lookup {
 	r := s.record(key, false)
 	if r == nil {
-		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: s.defaultTTL}
+		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: s.DefaultTTL()}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -393,15 +396,27 @@ func (sl *Slot) Latest() (Entry, bool) {
 	return r.entryLocked(), true
 }
 
+// DefaultTTL returns the TTL of keys without their own policy.
+func (s *Store) DefaultTTL() time.Duration { return time.Duration(s.defaultTTL.Load()) }
+
+// SetDefaultTTL changes the TTL of keys without their own policy (and so the upper bound
+// of automatic TTLs without a max), from the next lookup on: a value is aged against the
+// TTL in force when it is read. A non-positive d is ignored.
+func (s *Store) SetDefaultTTL(d time.Duration) {
+	if d > 0 {
+		s.defaultTTL.Store(int64(d))
+	}
+}
+
 // ttlOf computes the TTL in force for r. The caller holds r.mu.
 func (s *Store) ttlOf(r *record) time.Duration {
 	if !r.hasPolicy {
-		return s.defaultTTL
+		return s.DefaultTTL()
 	}
 	p := r.policy
 	fixed := p.Fixed
 	if fixed <= 0 {
-		fixed = s.defaultTTL
+		fixed = s.DefaultTTL()
 	}
 	if !p.Auto || r.samples == 0 {
 		return fixed
@@ -415,7 +430,7 @@ func (s *Store) ttlOf(r *record) time.Duration {
 		lo = defaultAutoMin
 	}
 	if hi <= 0 {
-		hi = defaultAutoMaxFactor * s.defaultTTL
+		hi = defaultAutoMaxFactor * s.DefaultTTL()
 	}
 	if hi < lo {
 		hi = lo

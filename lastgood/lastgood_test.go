@@ -110,6 +110,22 @@ func putEvery(s *Store, key string, n int, step time.Duration) time.Time {
 	return w
 }
 
+// TestSetDefaultTTL: the default TTL applies at lookup, so a change reaches values stored
+// before it; a non-positive one is ignored.
+func TestSetDefaultTTL(t *testing.T) {
+	s := New(WithDefaultTTL(5 * time.Second))
+	s.Put(Entry{Key: "k", Value: 1, Written: at(0)})
+	if q := s.Get("k", at(2*time.Second)).Quality; q != Stale {
+		t.Fatalf("2 s old under 5 s: %v", q)
+	}
+	s.SetDefaultTTL(time.Second)
+	s.SetDefaultTTL(0)
+	s.SetDefaultTTL(-time.Second)
+	if lk := s.Get("k", at(2*time.Second)); lk.Quality != Expired || lk.TTL != time.Second || s.DefaultTTL() != time.Second {
+		t.Fatalf("2 s old under 1 s: %+v (default %v)", lk, s.DefaultTTL())
+	}
+}
+
 func TestAutoTTL(t *testing.T) {
 	ms := time.Millisecond
 	tests := []struct {

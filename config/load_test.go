@@ -424,7 +424,7 @@ func TestEngineConversionHTTP(t *testing.T) {
 	c := mustLoad(t, `
 modules:
   - {name: p, tier: planning, kind: http, reads: [x.result], http: {url: 'https://planner.internal:8443/tick?v=2', timeout: 30ms}}
-  - {name: q, tier: planning, kind: http, http: {url: 'http://127.0.0.1:9000', max_body: 512KiB}}
+  - {name: q, tier: planning, kind: http, idempotent: false, max_attempts: 1, http: {url: 'http://127.0.0.1:9000', max_body: 512KiB}}
   - {name: x, tier: safety}
 `)
 	ec, regs, ps := c.Engine()
@@ -440,6 +440,10 @@ modules:
 	}
 	if q := regs[1].Module.(*modules.HTTP); q.Settings().MaxBody != 512<<10 {
 		t.Fatalf("q: %+v", q.Settings())
+	}
+	// The transport may send a request again only for a module that may be retried.
+	if !p.Replays() || regs[1].Module.(*modules.HTTP).Replays() {
+		t.Fatalf("replays: p %v (idempotent by default), q %v (idempotent: false)", p.Replays(), regs[1].Module.(*modules.HTTP).Replays())
 	}
 	// The effective configuration shows the default max_body.
 	b, _ := json.Marshal(c.Redacted())

@@ -26,6 +26,7 @@ type options struct {
 	clock  clock.Clock
 	rand   func() float64
 	client *http.Client
+	replay bool
 }
 
 type optionFunc func(*options)

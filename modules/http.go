@@ -237,7 +237,17 @@ type HTTP struct {
 	endpoint string
 	client   *http.Client
 	clock    clock.Clock
+	replay   bool // see WithReplay
 }
+
+// WithReplay lets the transport send an HTTP module's request again when a reused
+// keep-alive connection broke after the request was written but before an answer came
+// (net/http replays a request that carries an Idempotency-Key header): only for a module
+// that is idempotent, since the remote may have acted on the first copy. Without it (the
+// default) each attempt is at most one request the remote may have seen, and a connection
+// that breaks so fails the attempt as transient, for the engine's retry budget to decide.
+// A request never written is sent again either way.
+func WithReplay(ok bool) Option { return optionFunc(func(o *options) { o.replay = ok }) }
 
 // NewHTTP returns a remote module with settings s. Invalid settings are reported as a
 // *tiers.ValidationError whose paths are relative to the settings ("url"). Options:
@@ -256,8 +266,11 @@ func NewHTTP(s HTTPSettings, opts ...Option) (*HTTP, error) {
 	if c == nil {
 		c = SharedClient()
 	}
-	return &HTTP{settings: s, endpoint: u.String(), client: c, clock: o.clock}, nil
+	return &HTTP{settings: s, endpoint: u.String(), client: c, clock: o.clock, replay: o.replay}, nil
 }
+
+// Replays reports whether the transport may send a request again (WithReplay).
+func (h *HTTP) Replays() bool { return h.replay }
 
 // Settings returns the settings, with defaults applied.
 func (h *HTTP) Settings() HTTPSettings { return h.settings }
@@ -318,9 +331,17 @@ func (h *HTTP) Run(ctx context.Context, in *tiers.Input) (any, error) {
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json")
 	hr.Header.Set("User-Agent", "cycled")
-	// The key also makes the transport retry a POST on a keep-alive connection that the
-	// remote closed before answering (net/http treats it as replayable).
-	hr.Header.Set(HeaderIdempotencyKey, strconv.FormatUint(req.TickID, 10)+"-"+req.Module)
+	key := strconv.FormatUint(req.TickID, 10) + "-" + req.Module
+	if h.replay {
+		// The canonical key also makes the transport retry the POST on a keep-alive
+		// connection that broke before the answer (net/http treats it as replayable).
+		hr.Header.Set(HeaderIdempotencyKey, key)
+	} else {
+		// The same header on the wire (names are case-insensitive), under a key net/http
+		// does not take for an idempotency key: no replay of a request the remote may
+		// have acted on (see WithReplay).
+		hr.Header[strings.ToLower(HeaderIdempotencyKey)] = []string{key}
+	}
 	hr.Header.Set(HeaderRun, RunID())
 	if req.Deadline != "" {
 		hr.Header.Set(HeaderDeadline, req.Deadline)

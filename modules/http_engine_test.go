@@ -1,9 +1,12 @@
 package modules_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -246,5 +249,76 @@ func TestHTTPHangCutAtDeadline(t *testing.T) {
 		if round == 5 {
 			t.Fatalf("tier took up to %.2f ms in every round, budget %v + 5 ms", worst, budget)
 		}
+	}
+}
+
+// TestHTTPReplayOnlyIfIdempotent: when a reused keep-alive connection breaks after a
+// request was written, the remote may have acted on it. Only a module that may be
+// retried (WithReplay, from idempotent: true) lets the transport send it again; otherwise
+// the attempt fails as transient after one request, and the summary's one attempt is one
+// request.
+func TestHTTPReplayOnlyIfIdempotent(t *testing.T) {
+	for _, replay := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replay=%v", replay), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			var mu sync.Mutex
+			seen := map[string]int{}
+			var conns sync.WaitGroup
+			defer conns.Wait()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					conns.Go(func() {
+						defer c.Close()
+						br := bufio.NewReader(c)
+						for i := 0; ; i++ {
+							req, err := http.ReadRequest(br)
+							if err != nil {
+								return
+							}
+							_, _ = io.Copy(io.Discard, req.Body)
+							mu.Lock()
+							seen[req.Header.Get("Idempotency-Key")]++
+							mu.Unlock()
+							if i == 1 { // the second request on a connection: read, then the remote dies
+								return
+							}
+							_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"value\": 1}")
+						}
+					})
+				}
+			}()
+			client := modules.NewClient()
+			defer client.CloseIdleConnections()
+			m, err := modules.NewHTTP(modules.HTTPSettings{URL: "http://" + ln.Addr().String() + "/"}, modules.WithClient(client), modules.WithReplay(replay))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := cycle.New(cycle.Config{Tiers: engineTiers(200 * time.Millisecond)}, []cycle.Registration{
+				{Spec: tiers.ModuleSpec{Name: "actuate", Tier: "knowledge", MaxAttempts: 1}, Module: m}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			tick(t, e)
+			got := line(t, tick(t, e), "actuate")
+			mu.Lock()
+			n := seen["2-actuate"]
+			mu.Unlock()
+			switch {
+			case replay && (n != 2 || got.Status != faultsummary.StatusOK):
+				t.Fatalf("with replay: tick 2 POSTed %d times, status %q; want 2, ok", n, got.Status)
+			case !replay && (n != 1 || got.Status != faultsummary.StatusFailed || got.FaultKind != "transient" || got.Attempts != 1):
+				t.Fatalf("without replay: tick 2 POSTed %d times, %q %q after %d attempts; want once, failed transient after 1", n, got.Status, got.FaultKind, got.Attempts)
+			}
+			ln.Close()
+		})
 	}
 }

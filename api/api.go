@@ -90,8 +90,9 @@ const (
 	// max(3 × period, MinWatchdog).
 	MinWatchdog = time.Second
 
-	streamWriteTimeout = 10 * time.Second // a stream client that accepts nothing for this long is dropped
-	maxReplay          = 256              // ticks replayed to a stream client resuming with Last-Event-ID
+	streamWriteTimeout = 10 * time.Second       // a stream client that accepts nothing for this long is dropped
+	streamEndGrace     = 100 * time.Millisecond // to write the end of a stream whose context ended
+	maxReplay          = 256                    // ticks replayed to a stream client resuming with Last-Event-ID
 )
 
 // Options configures the API. Engine is required; every other field is optional.

@@ -40,11 +40,21 @@ func (s *server) getStream(w http.ResponseWriter, r *http.Request) {
 	// so the blocked write fails at once; send checks closing after setting its own
 	// deadline, so that a write started meanwhile does not get the deadline back.
 	var closing atomic.Bool
+	unblocked := make(chan struct{})
 	stopUnblock := context.AfterFunc(r.Context(), func() {
+		defer close(unblocked)
 		closing.Store(true)
 		_ = rc.SetWriteDeadline(time.Now())
 	})
-	defer stopUnblock()
+	defer func() {
+		if !stopUnblock() {
+			// The context ended and moved the write deadline to now. The handler is past
+			// any write: give net/http streamEndGrace to end the body cleanly, so that a
+			// client reads the end of the stream rather than a cut-off transfer.
+			<-unblocked
+			_ = rc.SetWriteDeadline(time.Now().Add(streamEndGrace))
+		}
+	}()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

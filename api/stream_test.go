@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -255,5 +256,32 @@ func TestStreamBlockedWriteEndsWithItsContext(t *testing.T) {
 	waitFor(t, "the stream handler to end", func() bool { return r.e.Events().Subscribers() == 0 })
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("the handler ended %s after its context", d)
+	}
+}
+
+// TestStreamEndsCleanlyWithItsContext: when the daemon shuts down (the server's base
+// context ends) a stream that is not blocked in a write ends like any response, with the
+// end of its chunked body, so that a client reads the end of the stream (io.EOF) rather
+// than a cut-off transfer (curl: exit 18).
+func TestStreamEndsCleanlyWithItsContext(t *testing.T) {
+	for i := range 20 { // the unblocking deadline raced the handler's return 68 times in 100
+		base, cancel := context.WithCancel(context.Background())
+		r := newRig(t, rigOptions{base: base})
+		res, err := r.srv.Client().Get(r.srv.URL + "/ticks/stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(res.Body)
+		for line := ""; line != ": connected\n"; {
+			if line, err = br.ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cancel()
+		_, err = io.Copy(io.Discard, br)
+		res.Body.Close()
+		if err != nil {
+			t.Fatalf("run %d: the stream ended with %v, want the end of its body", i, err)
+		}
 	}
 }

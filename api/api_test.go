@@ -355,6 +355,10 @@ func TestLatestETagAndList(t *testing.T) {
 	if l.Count != 0 || l.Ticks == nil {
 		t.Errorf("before=1: %+v", l)
 	}
+	l = decode[list](t, r.expect(http.StatusOK, http.MethodGet, "/ticks?before=0", nil))
+	if l.Count != 0 || l.Ticks == nil {
+		t.Errorf("before=0 (nothing is below tick 1): %d ticks, want none", l.Count)
+	}
 	for _, q := range []string{"limit=-1", "limit=0", "limit=x", "before=x", "before=-3"} {
 		r.expectError(http.StatusBadRequest, "bad_parameter", http.MethodGet, "/ticks?"+q, nil)
 	}

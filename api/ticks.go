@@ -223,7 +223,8 @@ func (s *server) listTicks(w http.ResponseWriter, r *http.Request) {
 	}
 	limit = min(limit, hist.Cap())
 	var before uint64
-	if v := q.Get("before"); v != "" {
+	v := q.Get("before")
+	if v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: "before must be a tick id", Field: "before"})
@@ -232,7 +233,7 @@ func (s *server) listTicks(w http.ResponseWriter, r *http.Request) {
 		before = n
 	}
 	var ticks []*faultsummary.Summary
-	if before != 1 { // ids start at 1: nothing is below 1 (and List reads 0 as "no bound")
+	if v == "" || before > 1 { // ids start at 1: nothing is below 1 (and List reads 0 as "no bound")
 		ticks = hist.List(limit, before)
 	}
 	out := tickList{Ticks: ticks, Count: len(ticks), HistoryCap: hist.Cap()}

@@ -144,47 +144,51 @@ type Store struct {
 // its key in one step, without a handle in between (at thousands of modules, every
 // object a module's run touches is a cache miss).
 type record struct {
-	// What a write touches comes first, in the record's first three cache lines: on 64-bit
-	// platforms a record is 248 bytes, in the size class of 256 whose objects start on a
-	// (64-byte) line, and the engine's write of a module's value touches the lines of the
-	// entry and of the entry it replaces (the Entry's Key, which a write never changes, is
-	// the record's key, kept below with what only reads and rare writes touch). Keeping
-	// the written fields together, where an Entry in the middle of a 208-byte record spread
-	// a write over three or four lines of two, made ticks of 5000 trivial modules 4.5%
-	// shorter (bench/floor's BenchmarkEngine, eight alternated runs, one P).
-	mu       sync.Mutex
-	hasEntry bool   // guarded by mu; the fields from value to module hold the entry
-	detached bool   // guarded by mu; deleted from the store: writes through a Slot are not counted
-	pHas     bool   // guarded by mu; the fields from pValue to pWritten hold the entry before
-	seq      uint64 // guarded by mu; the last Seq assigned
-	seqEnd   uint64 // guarded by mu; the end of the record's block of sequence numbers
+	// On 64-bit platforms a record is 256 bytes, a size class whose objects start on a
+	// (64-byte) line: the first line holds the lock and what every write updates, each of
+	// the next two one entry slot, and the last what only reads and rare writes touch
+	// (the Entry's Key, which a write never changes, is the record's key). A write
+	// touches two lines: the first, and the slot it writes. Keeping the written fields
+	// together, where an Entry in the middle of a 208-byte record spread a write over
+	// three or four lines of two, made ticks of 5000 trivial modules 4.5% shorter
+	// (bench/floor's BenchmarkEngine, eight alternated runs, one P).
+	mu        sync.Mutex
+	hasEntry  bool   // guarded by mu; slots[cur] holds the entry
+	detached  bool   // guarded by mu; deleted from the store: writes through a Slot are not counted
+	hasPrev   bool   // guarded by mu; slots[cur^1] holds the entry before it (see GetBefore)
+	cur       uint8  // guarded by mu; the slot of the entry
+	hasPolicy bool   // guarded by mu
+	seq       uint64 // guarded by mu; the last Seq assigned
+	seqEnd    uint64 // guarded by mu; the end of the record's block of sequence numbers
 	// Write history for automatic TTLs.
 	avg     float64 // guarded by mu; moving average of the write interval, in ns
 	samples uint64  // guarded by mu; intervals folded into avg
-	// The entry, field by field (see entryLocked): its Written is the previous write's
-	// while a write folds the interval into avg.
-	value   any       // guarded by mu
-	tick    uint64    // guarded by mu
-	eseq    uint64    // guarded by mu
-	written time.Time // guarded by mu
-	module  string    // guarded by mu
-	// The entry that the first write of the entry's tick replaced (valid when pHas), for
-	// the readers of that tick that must not see its writes (GetBefore). Its module is
-	// the entry's: a key has one writer.
-	pValue   any       // guarded by mu
-	pTick    uint64    // guarded by mu
-	pSeq     uint64    // guarded by mu
-	pWritten time.Time // guarded by mu
+	module  string  // guarded by mu; the module of both entries: a key has one writer
+	// The entry, and the one that the first write of the entry's tick replaced, for the
+	// readers of that tick that must not see its writes (GetBefore). A tick's first write
+	// goes to the other slot and makes it the entry's, so that it copies nothing.
+	slots [2]entrySlot // guarded by mu
 
-	st        *Store // immutable
-	key       string // immutable
-	policy    TTL    // guarded by mu; valid when hasPolicy
-	hasPolicy bool   // guarded by mu
+	st     *Store // immutable
+	key    string // immutable
+	policy TTL    // guarded by mu; valid when hasPolicy
+}
+
+// entrySlot holds one entry of a record, field by field, on a cache line of its own.
+type entrySlot struct {
+	value   any
+	tick    uint64
+	eseq    uint64
+	written time.Time
+	_       [8]byte
 }
 
 // entryLocked returns the entry r holds (valid when hasEntry). The caller holds r.mu.
-func (r *record) entryLocked() Entry {
-	return Entry{Key: r.key, Value: r.value, Module: r.module, TickID: r.tick, Written: r.written, Seq: r.eseq}
+func (r *record) entryLocked() Entry { return r.slotEntry(&r.slots[r.cur]) }
+
+// slotEntry returns the entry of slot e of r. The caller holds r.mu.
+func (r *record) slotEntry(e *entrySlot) Entry {
+	return Entry{Key: r.key, Value: e.value, Module: r.module, TickID: e.tick, Written: e.written, Seq: e.eseq}
 }
 
 // New returns an empty store.
@@ -256,7 +260,7 @@ func (r *record) nextSeq() uint64 {
 // and counts a first value. The caller holds r.mu.
 func (r *record) noteWrite(written time.Time) {
 	if r.hasEntry {
-		if x := written.Sub(r.written); x > 0 {
+		if x := written.Sub(r.slots[r.cur].written); x > 0 {
 			if r.samples == 0 {
 				r.avg = float64(x)
 			} else {
@@ -289,14 +293,15 @@ func (s *Store) GetBefore(key string, tick uint64, now time.Time) Lookup {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.hasEntry || r.tick < tick {
+	if !r.hasEntry || r.slots[r.cur].tick < tick {
 		return s.getLocked(r, key, now)
 	}
 	ttl := s.ttlOf(r)
-	if !r.pHas || r.pTick >= tick {
+	prev := &r.slots[r.cur^1]
+	if !r.hasPrev || prev.tick >= tick {
 		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: ttl}
 	}
-	return lookupAt(Entry{Key: key, Value: r.pValue, Module: r.module, TickID: r.pTick, Written: r.pWritten, Seq: r.pSeq}, ttl, now)
+	return lookupAt(r.slotEntry(prev), ttl, now)
 }
 
 func (s *Store) get(r *record, key string, now time.Time) Lookup {
@@ -353,15 +358,18 @@ func (sl *Slot) PutValue(value any, module string, tick uint64, written time.Tim
 	// Field by field, the module's name only when it changes: a write of the whole entry
 	// is a typed copy with a write barrier for each of its pointers while the collector
 	// marks (5% of an engine's trivial module).
-	if r.hasEntry && r.tick != tick {
-		// The first write of a tick: keep what it replaces for that tick's readers that
-		// must not see it (GetBefore). Field by field too.
-		r.pHas, r.pValue, r.pTick, r.pSeq, r.pWritten = true, r.value, r.tick, r.eseq, r.written
-	}
 	if r.module != module {
 		r.module = module
 	}
-	r.value, r.tick, r.eseq, r.written = value, tick, seq, written
+	e := &r.slots[r.cur]
+	if r.hasEntry && e.tick != tick {
+		// The first write of a tick goes to the other slot: the entry it replaces stays
+		// for that tick's readers that must not see it (GetBefore).
+		r.cur ^= 1
+		e = &r.slots[r.cur]
+		r.hasPrev = true
+	}
+	e.value, e.tick, e.eseq, e.written = value, tick, seq, written
 	r.hasEntry = true
 	r.mu.Unlock()
 	return seq
@@ -460,7 +468,7 @@ func (s *Store) Delete(key string) {
 		s.stored.Add(-1)
 		r.hasEntry = false
 	}
-	r.pHas = false
+	r.hasPrev = false
 	r.detached = true
 	r.mu.Unlock()
 }

@@ -578,23 +578,26 @@ func TestSlotDetachedByDelete(t *testing.T) {
 	}
 }
 
-// TestRecordLayout keeps what a write touches in a record's first three cache lines (the
-// entry, and the one it replaces at a tick's first write), and the record in a size class
-// whose objects start on a line (256 bytes): a field added among the written ones, or one
-// that pushes the record past 256 bytes, spreads every write of a module's value over more
-// lines again.
+// TestRecordLayout keeps a record at 256 bytes, a size class whose objects start on a
+// cache line, with what every write updates in the first line and each entry slot on a
+// line of its own: a write touches two lines. A field added among the written ones, or
+// one that pushes the record past 256 bytes, spreads every write of a module's value over
+// more lines again.
 func TestRecordLayout(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
-		t.Skip("the record is laid out for 64-bit platforms (148 bytes on 32-bit ones)")
+		t.Skip("the record is laid out for 64-bit platforms")
 	}
 	var r record
-	if got := unsafe.Sizeof(r); got <= 192 || got > 256 {
-		t.Errorf("a record is %d bytes, want 193–256 (the size class of 256, line-aligned)", got)
+	if got := unsafe.Sizeof(r); got != 256 {
+		t.Errorf("a record is %d bytes, want 256 (a size class of line-aligned objects)", got)
 	}
-	if end := unsafe.Offsetof(r.pWritten) + unsafe.Sizeof(r.pWritten); end > 192 {
-		t.Errorf("the written fields end at byte %d, past the third cache line", end)
+	if end := unsafe.Offsetof(r.module) + unsafe.Sizeof(r.module); end > 64 {
+		t.Errorf("the fields every write updates end at byte %d, past the first cache line", end)
 	}
-	if unsafe.Offsetof(r.st) < unsafe.Offsetof(r.module) {
+	if off, size := unsafe.Offsetof(r.slots), unsafe.Sizeof(r.slots[0]); off != 64 || size != 64 {
+		t.Errorf("the entry slots are %d bytes from byte %d, want a line each from the second", size, off)
+	}
+	if unsafe.Offsetof(r.st) < unsafe.Offsetof(r.slots)+unsafe.Sizeof(r.slots) {
 		t.Error("the store pointer, which a write reads only for a new block of sequence numbers, sits among the written fields")
 	}
 }

@@ -285,7 +285,9 @@ func (s *Store) Get(key string, now time.Time) Lookup {
 // GetBefore is Get as a reader in tick sees key when the writes of tick itself are not for
 // it (the blackboard's reader in a tier that runs before, or with, the writer's): the
 // entry written last before tick, with its age and quality at now, or Missing if there
-// was none. It allocates nothing.
+// was none (or, for a reader more than a tick late, if it is no longer kept: a record
+// keeps the entry and the one before it). Tick 0, before any tick, is Get. It allocates
+// nothing.
 func (s *Store) GetBefore(key string, tick uint64, now time.Time) Lookup {
 	r := s.record(key, false)
 	if r == nil {
@@ -293,8 +295,8 @@ func (s *Store) GetBefore(key string, tick uint64, now time.Time) Lookup {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.hasEntry || r.slots[r.cur].tick < tick {
-		return s.getLocked(r, key, now)
+	if tick == 0 || !r.hasEntry || r.slots[r.cur].tick < tick {
+		return s.getLocked(r, key, now) // (no tick in progress: every entry is from before)
 	}
 	ttl := s.ttlOf(r)
 	prev := &r.slots[r.cur^1]

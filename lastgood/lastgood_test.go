@@ -411,6 +411,10 @@ func TestGetBefore(t *testing.T) {
 	if lk := s.GetBefore("k", 1, at(0)); lk.Quality != Missing {
 		t.Fatalf("no record: %+v", lk)
 	}
+	s.Put(Entry{Key: "k0", Value: "outside", Written: at(0)}) // written outside a tick (TickID 0)
+	if lk := s.GetBefore("k0", 0, at(0)); lk.Value != "outside" {
+		t.Fatalf("before any tick: %+v, want the entry", lk)
+	}
 	s.Put(Entry{Key: "k", Value: "v1", Module: "m", TickID: 1, Written: at(0)})
 	if lk := s.GetBefore("k", 1, at(0)); lk.Quality != Missing || lk.Key != "k" {
 		t.Fatalf("before tick 1, which wrote the first entry: %+v, want missing", lk)

@@ -54,7 +54,10 @@ const (
 
 // linesAhead returns how many ticks' lines of n modules are kept ready.
 func linesAhead(n int) int {
-	k := aheadBytes / (n * lineBytes)
+	k := maxAhead
+	if n > 0 {
+		k = aheadBytes / (n * lineBytes)
+	}
 	return min(max(k, 2), maxAhead)
 }
 
@@ -96,7 +99,7 @@ func takeReady[T any](ch chan []T, n int) []T {
 func (p *linePrep) request(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if k := linesAhead(n); p.done || n == 0 || n > maxPreparedLines || len(p.recs) >= k && len(p.vals) >= k {
+	if p.done || n == 0 || n > maxPreparedLines || len(p.recs) >= linesAhead(n) && len(p.vals) >= linesAhead(n) {
 		return // nothing to do, or enough lines are waiting already
 	}
 	if p.req == nil {

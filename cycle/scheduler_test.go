@@ -251,3 +251,20 @@ func TestReloadedPeriodStartsAfterLastTick(t *testing.T) {
 		}
 	})
 }
+
+// TestRunWithoutModules: an engine with no modules (a file without any, or after the last
+// runtime module was deregistered) ticks on its period like any other. Its lines for the
+// next tick, prepared after each scheduled tick, divided by the module count.
+func TestRunWithoutModules(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEngine(t, Config{Period: 10 * time.Millisecond}, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 55*time.Millisecond)
+		defer cancel()
+		if err := e.Run(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		if s := e.Latest(); s == nil || s.TickID != 6 || len(s.Modules()) != 0 {
+			t.Fatalf("latest %+v, want tick 6 of no modules", s)
+		}
+	})
+}

@@ -260,7 +260,9 @@ func TestRunWithoutModules(t *testing.T) {
 		e := newEngine(t, Config{Period: 10 * time.Millisecond}, nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 55*time.Millisecond)
 		defer cancel()
-		if err := e.Run(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }() // a panic there ends the test binary at once
+		if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatal(err)
 		}
 		if s := e.Latest(); s == nil || s.TickID != 6 || len(s.Modules()) != 0 {

@@ -107,6 +107,25 @@ func (s HTTPSettings) Validate() tiers.Problems {
 	return ps
 }
 
+// withoutUserinfo returns raw, a URL that may not parse, with what could be credentials
+// (between "//" and the first "@" before the path) replaced by "***", for messages that
+// GET /config and the log show.
+func withoutUserinfo(raw string) string {
+	i := strings.Index(raw, "//")
+	if i < 0 {
+		return raw
+	}
+	auth := raw[i+2:]
+	if j := strings.IndexAny(auth, "/?#"); j >= 0 {
+		auth = auth[:j]
+	}
+	at := strings.LastIndex(auth, "@")
+	if at < 0 {
+		return raw
+	}
+	return raw[:i+2] + "***" + raw[i+2+at:]
+}
+
 // parseModuleURL checks that raw is an absolute http or https URL with a host and without
 // credentials (which GET /config would show).
 func parseModuleURL(raw string) (*url.URL, error) {
@@ -119,15 +138,15 @@ func parseModuleURL(raw string) (*url.URL, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("invalid URL %q: %v", raw, err)
+		return nil, fmt.Errorf("invalid URL %q: %v", withoutUserinfo(raw), err)
 	}
 	switch {
 	case u.Scheme == "":
-		return nil, fmt.Errorf("%q is not an absolute URL: want http://host[:port]/path or https://…", raw)
+		return nil, fmt.Errorf("%q is not an absolute URL: want http://host[:port]/path or https://…", withoutUserinfo(raw))
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, fmt.Errorf("scheme %q is not supported: want http or https", u.Scheme)
 	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
-		return nil, fmt.Errorf("%q has no host: want %s://host[:port]/path", raw, u.Scheme)
+		return nil, fmt.Errorf("%q has no host: want %s://host[:port]/path", withoutUserinfo(raw), u.Scheme)
 	case u.User != nil:
 		return nil, errors.New("credentials in the URL are not supported (GET /config would show them)")
 	}

@@ -479,6 +479,9 @@ func TestNewHTTPValidation(t *testing.T) {
 		{modules.HTTPSettings{URL: "http://u:p@host/"}, "url", "credentials"},
 		{modules.HTTPSettings{URL: "http://host:99999/"}, "url", "port"},
 		{modules.HTTPSettings{URL: "http://ho st/"}, "url", "invalid URL"},
+		// Credentials in a URL that does not parse are not shown either (GET /config, logs).
+		{modules.HTTPSettings{URL: "http://user:s3cret@ho st/p"}, "url", `invalid URL "http://***@ho st/p"`},
+		{modules.HTTPSettings{URL: "//user:s3cret@host/p"}, "url", `"//***@host/p" is not an absolute URL`},
 		{modules.HTTPSettings{URL: "http://host/", MaxBody: -1}, "max_body", ">= 0"},
 		{modules.HTTPSettings{URL: "http://host/", MaxBody: 65 << 20}, "max_body", "64MiB"},
 		{modules.HTTPSettings{URL: "http://host/", Timeout: -1}, "timeout", ">= 0"},

@@ -361,6 +361,9 @@ func (e *Engine) Register(r Registration) error {
 
 // Deregister removes a runtime-registered module at the next tick boundary.
 func (e *Engine) Deregister(name string) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
 	e.cfgMu.Lock()
 	defer e.cfgMu.Unlock()
 	r, ok := e.desired.regs[name]
@@ -662,9 +665,11 @@ func (e *Engine) Registrations() []Registration {
 	return e.desired.registrations()
 }
 
-// Close stops every idle worker and refuses further ticks. Workers of abandoned modules
-// exit as soon as their module returns; Close does not wait for them. Close does not stop
-// a running scheduler: cancel Run's context for that.
+// Close stops every idle worker and refuses further ticks, registrations and reloads
+// (ErrClosed). Workers of abandoned modules exit as soon as their module returns; Close
+// does not wait for them (WaitWorkers does). A running scheduler returns ErrClosed instead
+// of starting its next tick (in step mode within 50 ms); it does not end a tick in
+// progress, which Close waits for.
 func (e *Engine) Close() error {
 	if e.closed.Swap(true) {
 		return nil

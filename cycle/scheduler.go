@@ -43,6 +43,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		cfg := e.desired.cfg
 		e.cfgMu.Unlock()
 		if cfg.Period <= 0 {
+			if e.closed.Load() {
+				return ErrClosed // as a scheduler on a period does at its next tick
+			}
 			if e.activeView.Load().cfg.Period > 0 {
 				// A reload to step mode that came during the last tick: no tick applies it
 				// now, and Tick refuses to run until it is in force. Here is a tick

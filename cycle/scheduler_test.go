@@ -270,3 +270,46 @@ func TestRunWithoutModules(t *testing.T) {
 		}
 	})
 }
+
+// TestClosedEngineRefusesEverything: after Close, every call that would tick or change the
+// engine answers ErrClosed, a scheduler running in step mode returns it too (one on a
+// period does at its next tick), and a second Close is a no-op.
+func TestClosedEngineRefusesEverything(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{Tiers: testTiers()}
+		regs := []Registration{reg("a", "knowledge", ok(1)), reg("b", "knowledge", ok(2))}
+		e := newEngine(t, cfg, regs[:1])
+		if err := e.Register(regs[1]); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error)
+		go func() { done <- e.Run(context.Background()) }()
+		synctest.Wait()
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("Run in step mode after Close: %v, want ErrClosed", err)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("Run in step mode still running a second after Close")
+		}
+		_, tickErr := e.Tick(context.Background())
+		for what, err := range map[string]error{
+			"Tick":       tickErr,
+			"Run":        e.Run(context.Background()),
+			"Register":   e.Register(reg("c", "knowledge", ok(3))),
+			"Deregister": e.Deregister("b"),
+			"Reload":     e.Reload(cfg, regs),
+		} {
+			if !errors.Is(err, ErrClosed) {
+				t.Errorf("%s after Close: %v, want ErrClosed", what, err)
+			}
+		}
+		if err := e.Close(); err != nil {
+			t.Errorf("a second Close: %v", err)
+		}
+	})
+}

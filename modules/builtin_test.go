@@ -360,6 +360,8 @@ func TestApplyFaultsJSON(t *testing.T) {
 		{name: "wrong types", body: `{"fail_rate": "high", "hang": 5, "panic": "yes"}`, wantPaths: []string{"fail_rate", "hang", "panic"}, decode: true},
 		{name: "invalid values", body: `{"fail_rate": 1.5, "fail_ticks": [[9, 3]], "latency": "5ms-1ms"}`, wantPaths: []string{"latency", "fail_rate", "fail_ticks[0]"}},
 		{name: "bad kind", body: `{"fail_kind": "flaky"}`, wantPaths: []string{"fail_kind"}},
+		{name: "window of three ticks", body: `{"fail_ticks": [[3, 9, 12]]}`, wantPaths: []string{"fail_ticks"}, decode: true},
+		{name: "window of one tick", body: `{"fail_ticks": [[3]]}`, wantPaths: []string{"fail_ticks"}, decode: true},
 		{name: "malformed", body: `{"fail_rate": `, wantPaths: []string{""}, decode: true},
 		{name: "not an object", body: `[1]`, wantPaths: []string{""}, decode: true},
 		{name: "trailing data", body: `{} {}`, wantPaths: []string{""}, decode: true},

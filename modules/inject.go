@@ -180,10 +180,16 @@ func DecodeFaultsPatch(body []byte) (FaultsPatch, error) {
 				p.FailKind = &kd
 			}
 		case "fail_ticks":
-			var w []Window
-			if err := json.Unmarshal(v, &w); err != nil {
+			// Decoded through [][]uint64 first: into a Window (an array), encoding/json
+			// would drop a third number, or take one number for [n, 0], silently.
+			var raw [][]uint64
+			if err := json.Unmarshal(v, &raw); err != nil || slices.ContainsFunc(raw, func(x []uint64) bool { return len(x) != 2 }) {
 				shape(k, "want a list of [first, last] tick windows such as [[3, 9]]")
 				continue
+			}
+			var w []Window
+			for _, x := range raw {
+				w = append(w, Window{x[0], x[1]})
 			}
 			if w == nil {
 				w = []Window{}

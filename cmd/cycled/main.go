@@ -54,8 +54,8 @@ environment: CYCLED_ and the key with '.' as '_' (CYCLED_HTTP_ADDR, CYCLED_CYCLE
 // run is the whole program: it parses args, runs the subcommand and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd, rest := "run", args
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, rest = args[0], args[1:]
+	if len(args) > 0 && (!strings.HasPrefix(args[0], "-") || args[0] == "-h" || args[0] == "--help") {
+		cmd, rest = args[0], args[1:] // "cycled --help" is the program's usage, not run's flags
 	}
 	switch cmd {
 	case "run":

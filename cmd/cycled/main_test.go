@@ -49,8 +49,10 @@ func TestUsage(t *testing.T) {
 	if code, _, errOut := runCmd(t, "frobnicate"); code != exitUsage || !strings.Contains(errOut, "unknown command") {
 		t.Fatalf("unknown command: %d %q", code, errOut)
 	}
-	if code, out, _ := runCmd(t, "help"); code != 0 || !strings.Contains(out, "cycled validate") {
-		t.Fatalf("help: %d %q", code, out)
+	for _, h := range []string{"help", "-h", "--help"} { // the program's usage, with its subcommands
+		if code, out, _ := runCmd(t, h); code != 0 || !strings.Contains(out, "cycled validate") {
+			t.Fatalf("%s: %d %q", h, code, out)
+		}
 	}
 	if code, _, _ := runCmd(t, "run", "--no-such-flag"); code != exitUsage {
 		t.Fatalf("bad flag: %d", code)

@@ -37,6 +37,10 @@ const (
 	maxErrorMessage = 256
 	// maxDrain caps the bytes of an unused answer read to keep its connection alive.
 	maxDrain = 64 << 10
+	// errorBodyWait bounds the reading of a non-2xx answer's body, which serves only the
+	// message (the status decides the outcome): a remote that sends it slowly, or never
+	// ends it, must not hold an attempt that may still be retried.
+	errorBodyWait = 50 * time.Millisecond
 )
 
 // The request headers of the http kind.
@@ -371,6 +375,11 @@ func (h *HTTP) Run(ctx context.Context, in *tiers.Input) (any, error) {
 	resp, err := h.client.Do(hr)
 	if err != nil {
 		return nil, transportError(ctx, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// Armed until the drain below is done: closing the body ends a read that waits.
+		t := h.clock.AfterFunc(errorBodyWait, func() { resp.Body.Close() })
+		defer t.Stop()
 	}
 	lr := &io.LimitedReader{R: resp.Body, N: h.settings.MaxBody + 1}
 	defer func() {

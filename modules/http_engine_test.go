@@ -322,3 +322,32 @@ func TestHTTPReplayOnlyIfIdempotent(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPSlowErrorBodyLeavesTimeToRetry: a 503 decides the attempt (transient) by its
+// status; a remote that then sends its body slowly, or never ends it, does not hold the
+// attempt until the tier deadline, and the retry budget still has time to retry.
+func TestHTTPSlowErrorBodyLeavesTimeToRetry(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	r := newRemote(t, func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "overloaded, ")
+			w.(http.Flusher).Flush()
+			select { // the rest of the body never comes
+			case <-req.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"value": 1}`)
+	})
+	defer close(release)
+	e := newEngine(t, 400*time.Millisecond, cycle.Registration{Spec: tiers.ModuleSpec{Name: "remote", Tier: "knowledge"}, Module: r.module(t, "/")})
+	m := line(t, tick(t, e), "remote")
+	if m.Status != faultsummary.StatusRetried || m.Attempts != 2 || m.LatencyMs >= 300 {
+		t.Fatalf("remote: %s after %d attempts in %.1f ms; want retried after 2, well within the 400 ms budget", m.Status, m.Attempts, m.LatencyMs)
+	}
+}

@@ -371,22 +371,18 @@ func (m ModuleConfig) httpRegistration(reg cycle.Registration, p string, o build
 		hs = m.HTTP.settings()
 	}
 	for _, old := range o.reuse {
-		if h, ok := old.Module.(*modules.HTTP); ok && old.Spec.Name == m.Name && h.Settings() == withHTTPDefaults(hs) && h.Replays() == m.idempotent() {
+		if h, ok := old.Module.(*modules.HTTP); ok && old.Spec.Name == m.Name && h.Settings() == withHTTPDefaults(hs) && h.Replays() == reg.Spec.IsIdempotent() {
 			reg.Module = h
 			return reg, nil
 		}
 	}
-	h, err := modules.NewHTTP(hs, modules.WithClock(o.clock), modules.WithReplay(m.idempotent()))
+	h, err := modules.NewHTTP(hs, modules.WithClock(o.clock), modules.WithReplay(reg.Spec.IsIdempotent()))
 	if err != nil {
 		return reg, problemsUnder(join(p, "http"), err)
 	}
 	reg.Module = h
 	return reg, nil
 }
-
-// idempotent reports whether the module may be retried (idempotent, default true): an
-// http module's transport then may also replay a request (modules.WithReplay).
-func (m ModuleConfig) idempotent() bool { return m.Idempotent == nil || *m.Idempotent }
 
 // withHTTPDefaults returns s as an HTTP module stores it, for comparing settings.
 func withHTTPDefaults(s modules.HTTPSettings) modules.HTTPSettings {

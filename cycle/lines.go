@@ -99,7 +99,7 @@ func takeReady[T any](ch chan []T, n int) []T {
 func (p *linePrep) request(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done || n == 0 || n > maxPreparedLines || len(p.recs) >= linesAhead(n) && len(p.vals) >= linesAhead(n) {
+	if k := linesAhead(n); p.done || n == 0 || n > maxPreparedLines || len(p.recs) >= k && len(p.vals) >= k {
 		return // nothing to do, or enough lines are waiting already
 	}
 	if p.req == nil {

@@ -274,13 +274,7 @@ func (r *record) noteWrite(written time.Time) {
 }
 
 // Get returns the stored value of key with its age and quality at now. It allocates nothing.
-func (s *Store) Get(key string, now time.Time) Lookup {
-	r := s.record(key, false)
-	if r == nil {
-		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: s.DefaultTTL()}
-	}
-	return s.get(r, key, now)
-}
+func (s *Store) Get(key string, now time.Time) Lookup { return s.GetBefore(key, 0, now) }
 
 // GetBefore is Get as a reader in tick sees key when the writes of tick itself are not for
 // it (the blackboard's reader in a tier that runs before, or with, the writer's): the
@@ -304,12 +298,6 @@ func (s *Store) GetBefore(key string, tick uint64, now time.Time) Lookup {
 		return Lookup{Entry: Entry{Key: key}, Quality: Missing, TTL: ttl}
 	}
 	return lookupAt(r.slotEntry(prev), ttl, now)
-}
-
-func (s *Store) get(r *record, key string, now time.Time) Lookup {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return s.getLocked(r, key, now)
 }
 
 // getLocked is get for a caller that holds r.mu.

@@ -134,11 +134,7 @@ func (s *runtimeStore) Put(name string, body []byte) error {
 	prev := slices.Clone(s.modules)
 	s.modules = slices.DeleteFunc(s.modules, func(m savedModule) bool { return m.Name == name })
 	s.modules = append(s.modules, savedModule{Name: name, Body: compact.Bytes()})
-	if err := s.saveLocked(); err != nil {
-		s.modules = prev
-		return err
-	}
-	return nil
+	return s.saveOrRestoreLocked(prev)
 }
 
 // Delete forgets a registration and saves.
@@ -160,11 +156,17 @@ func (s *runtimeStore) Forget(name string) (found bool, err error) {
 	if len(s.modules) == len(prev) {
 		return false, nil
 	}
+	return true, s.saveOrRestoreLocked(prev)
+}
+
+// saveOrRestoreLocked saves, or, if that fails, puts back prev, what the store held before
+// the change, so that a later save does not write it.
+func (s *runtimeStore) saveOrRestoreLocked(prev []savedModule) error {
 	if err := s.saveLocked(); err != nil {
 		s.modules = prev
-		return true, err
+		return err
 	}
-	return true, nil
+	return nil
 }
 
 func (s *runtimeStore) saveLocked() error {

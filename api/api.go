@@ -72,6 +72,7 @@ import (
 
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/ui"
 )
 
 // Defaults and caps of the API.
@@ -233,6 +234,8 @@ func New(opts Options) http.Handler {
 		r.Get("/blackboard/*", s.getBlackboardKey)
 		r.Get("/emergency", s.getEmergency)
 		r.Get("/config", s.getConfig)
+		r.Get("/", ui.Handler().ServeHTTP) // the dashboard (package ui)
+		r.Mount("/ui", ui.Handler())
 	})
 
 	r.Group(func(r chi.Router) {

@@ -51,6 +51,13 @@ func needChromium(t testing.TB) string {
 // first tab. The browser ends with the test.
 func newBrowser(t testing.TB) context.Context {
 	t.Helper()
+	return newBrowserCtx(t, context.Background())
+}
+
+// newBrowserCtx is newBrowser for a browser that ends with parent or with the test,
+// whichever is first.
+func newBrowserCtx(t testing.TB, parent context.Context) context.Context {
+	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(needChromium(t)),
 		chromedp.UserDataDir(t.TempDir()),
@@ -70,7 +77,7 @@ func newBrowser(t testing.TB) context.Context {
 		chromedp.Flag("disable-backgrounding-occluded-windows", true),
 		chromedp.WindowSize(1280, 1400),
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	actx, cancelAlloc := chromedp.NewExecAllocator(parent, opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() {
 		cancel()

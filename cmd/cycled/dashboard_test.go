@@ -81,6 +81,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("LongPollFallback", func(t *testing.T) { dashLongPoll(t, ctx, d) })
 	t.Run("EmergencyBanner", func(t *testing.T) { dashEmergency(t, ctx, d) })
 	t.Run("BreakerCountdown", func(t *testing.T) { dashCountdown(t, ctx, d) })
+	t.Run("ManyTabs", func(t *testing.T) { dashManyTabs(t, ctx, d) })
 	if errs := console.list(); len(errs) > 0 {
 		t.Fatalf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
@@ -158,6 +159,45 @@ func dashLongPoll(t *testing.T, ctx context.Context, d *daemon) {
 	if errs := console.list(); len(errs) > 0 {
 		t.Fatalf("console errors (polling tab):\n%s", strings.Join(errs, "\n"))
 	}
+}
+
+// dashManyTabs opens 7 more dashboards (8 in all, more than a browser's 6 connections to
+// a host): each shows every tick, over the one stream that the tabs share.
+func dashManyTabs(t *testing.T, ctx context.Context, d *daemon) {
+	n, _ := strconv.Atoi(evalString(t, ctx, `document.getElementById('heatmap').dataset.columns`))
+	tabs := openTabs(t, ctx, d.base+"/", 7)
+	id := d.stepTick()
+	for i, tab := range append(tabs, ctx) {
+		waitFor(t, tab, 10*time.Second, fmt.Sprintf("tab %d live with tick %d", i, id),
+			`document.getElementById('conn').dataset.state === 'live' && `+heatmapIs(n+1, id))
+	}
+	var h struct {
+		Subscribers int `json:"stream_subscribers"`
+	}
+	d.do("GET", "/healthz", "", &h)
+	if h.Subscribers != 1 {
+		t.Fatalf("%d stream subscribers for 8 tabs, want 1 shared stream", h.Subscribers)
+	}
+}
+
+// openTabs opens n more tabs on url, in parallel (a tab takes seconds to open on a busy
+// machine), and returns their contexts; they close with the test.
+func openTabs(t testing.TB, browser context.Context, url string, n int) []context.Context {
+	t.Helper()
+	tabs := make([]context.Context, n)
+	errs := make(chan error, n)
+	for i := range tabs {
+		tab, cancel := chromedp.NewContext(browser)
+		t.Cleanup(cancel)
+		tabs[i] = tab
+		go func() { errs <- chromedp.Do(tab, chromedp.Navigate(url)) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("open a tab: %v", err)
+		}
+	}
+	return tabs
 }
 
 const bannerShown = `!document.getElementById('emergency').hidden`

@@ -3,8 +3,9 @@
 // Invariants:
 // - Data is bounded: at most MAX_TICKS summaries are kept (the oldest are dropped), the
 //   breaker and blackboard lists are replaced, never appended to.
-// - Rendering happens in requestAnimationFrame only, at most once per frame: event
-//   handlers change state and mark what is dirty.
+// - Rendering happens in requestAnimationFrame only, at most once per frame (and the
+//   tick-driven parts at most every TICKS_RENDER_MS): event handlers change state and
+//   mark what is dirty.
 // - Status is never shown by colour alone: every status also has a shape (bar height,
 //   outline, hatch, notch) and a glyph, and the tooltip spells it out.
 // - Text from the daemon is put in the page with textContent, never as HTML.
@@ -68,10 +69,26 @@
 
   // ---- rendering loop -------------------------------------------------------------
 
+  // The tick-driven parts (heat map, timing chart, banner) are drawn at most every
+  // TICKS_RENDER_MS: at 100 Hz a frame per tick would cost the machine's CPU (which the
+  // daemon's tick may need) for changes no one can follow. The rest (hover, countdowns,
+  // tables) is drawn at the next frame.
+  const TICKS_RENDER_MS = 200;
   const dirty = new Set();
   let frame = 0;
+  let ticksTimer = 0;
+  let ticksDrawn = 0;
   function mark(...parts) {
-    for (const p of parts) dirty.add(p);
+    for (const p of parts) {
+      if (p !== 'ticks') dirty.add(p);
+      else if (!ticksTimer && !dirty.has('ticks')) {
+        const wait = Math.max(0, ticksDrawn + TICKS_RENDER_MS - performance.now());
+        ticksTimer = setTimeout(() => { ticksTimer = 0; dirty.add('ticks'); request(); }, wait);
+      }
+    }
+    if (dirty.size) request();
+  }
+  function request() {
     if (!frame) frame = requestAnimationFrame(render);
   }
   function render() {
@@ -79,7 +96,7 @@
     const parts = new Set(dirty);
     dirty.clear();
     if (parts.has('conn')) renderConn();
-    if (parts.has('ticks')) { renderHeatmap(); renderTiming(); renderEmergency(); renderLatest(); }
+    if (parts.has('ticks')) { ticksDrawn = performance.now(); renderHeatmap(); renderTiming(); renderEmergency(); renderLatest(); }
     if (parts.has('ticks') || parts.has('hover')) renderTooltip();
     if (parts.has('breakers')) renderBreakers();
     if (parts.has('countdown')) renderCountdowns();
@@ -197,6 +214,42 @@
     if (S.conn === state) return;
     S.conn = state;
     mark('conn');
+    share({ type: 'state', state });
+  }
+
+  // Tabs share one stream. A browser opens at most six HTTP/1.1 connections to a host,
+  // so one stream per tab would leave a seventh dashboard (and every request of the
+  // others) waiting. The tab that holds the Web Lock (the leader) follows the stream and
+  // passes on what it receives over a BroadcastChannel; the other tabs listen. When the
+  // leader's tab closes, its lock passes to another tab, which resumes the stream from
+  // its own last tick.
+  const CHANNEL = 'cycled.dashboard.stream';
+
+  function share(msg) {
+    if (T.leader && T.bc) T.bc.postMessage({ ...msg, state: S.conn });
+  }
+
+  function startShared() {
+    T.bc = new BroadcastChannel(CHANNEL);
+    T.bc.onmessage = (e) => {
+      const m = e.data || {};
+      if (T.leader) {
+        if (m.type === 'hello') share({ type: 'beat' }); // a new tab learns the state at once
+        return;
+      }
+      if (m.type === 'tick') ingest(typeof m.sum === 'string' ? JSON.parse(m.sum) : m.sum, m.boot);
+      else if (m.type === 'breaker') refreshBreakers();
+      if (m.state && S.conn !== m.state) { S.conn = m.state; mark('conn'); }
+    };
+    loadOlder();
+    // The callback's promise never settles: the lock is held until the tab closes.
+    navigator.locks.request(CHANNEL, () => new Promise(() => {
+      T.leader = true;
+      connectSSE();
+    }));
+    // A follower learns the state from the leader's messages; say so meanwhile.
+    T.bc.postMessage({ type: 'hello' });
+    setInterval(() => share({ type: 'beat' }), 2000);
   }
 
   const bootOf = (id) => (id || '').replace(/^W\//, '').replace(/"/g, '').split('-')[0];
@@ -204,7 +257,7 @@
   // The transport: the SSE stream, or long-polling /ticks/latest when the stream cannot
   // be used (no EventSource, ?transport=poll, or a stream that never opens while the API
   // answers, as behind a buffering proxy).
-  const T = { es: null, mode: 'sse', failures: 0, timer: 0, openTimer: 0 };
+  const T = { es: null, mode: 'sse', failures: 0, timer: 0, openTimer: 0, leader: false, bc: null };
 
   function connectSSE() {
     clearTimeout(T.timer);
@@ -221,8 +274,12 @@
       if (!S.ticks.length) loadOlder();
     };
     es.onerror = () => streamFailed(es);
-    es.addEventListener('tick', (e) => ingest(JSON.parse(e.data), bootOf(e.lastEventId)));
-    es.addEventListener('breaker', () => refreshBreakers());
+    es.addEventListener('tick', (e) => {
+      const boot = bootOf(e.lastEventId);
+      share({ type: 'tick', sum: e.data, boot });
+      ingest(JSON.parse(e.data), boot);
+    });
+    es.addEventListener('breaker', () => { share({ type: 'breaker' }); refreshBreakers(); });
     es.addEventListener('emergency', () => mark('ticks'));
   }
 
@@ -288,8 +345,9 @@
       if (boot === S.boot && S.lastId && gap > 0) {
         // The long-poll answers the latest tick only: fetch the ones in between.
         const page = await getJSON(`/ticks?limit=${Math.min(gap, VIEW)}&before=${sum.tick_id}`);
-        for (const s of (page.ticks || []).reverse()) ingest(s, boot);
+        for (const s of (page.ticks || []).reverse()) { share({ type: 'tick', sum: s, boot }); ingest(s, boot); }
       }
+      share({ type: 'tick', sum, boot });
       ingest(sum, boot);
     } finally {
       clearTimeout(t);
@@ -891,6 +949,8 @@
       T.mode = 'poll';
       loadOlder();
       pollLoop();
+    } else if (window.BroadcastChannel && navigator.locks) {
+      startShared();
     } else {
       connectSSE();
     }

@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test bench bench-tick bench-floor lint run build docker soak bench-compare fmt
+.PHONY: test bench bench-tick bench-floor lint run build docker soak bench-compare fmt bench-dashboard
 
 ## test: vet and run every test with the race detector (what CI runs), the comparison
 ## harness's own module (bench/: its statistics, the peers' semantics, its verdicts) included.
@@ -72,3 +72,8 @@ build:
 ## docker: build the container image.
 docker:
 	docker build -t cycled:dev .
+
+## bench-dashboard: the daemon's tick start lag at 100 Hz with 0 and 8 dashboards open in
+## headless Chromium (BENCHMARKS.md, "Dashboard"); DASHBOARD_BENCH_REPS alternated rounds.
+bench-dashboard:
+	DASHBOARD_BENCH=1 $(GO) test -count=1 -timeout 30m -run '^TestDashboardStartLag$$' -v ./cmd/cycled

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// hardReq sends an admin request with the given Host (empty: the daemon's address) and
+// extra headers (name, value pairs); it returns the status, the error code and the body.
+func hardReq(t *testing.T, base, method, path, host, body string, hdr ...string) (int, string, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, base+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var e errorAnswer
+	_ = json.Unmarshal(b, &e)
+	code := ""
+	if e.Error != nil {
+		code = e.Error.Code
+	}
+	return resp.StatusCode, code, string(b)
+}
+
+// TestDaemonDNSRebinding sends the daemon (no token, loopback) the request of a web page
+// on a name that resolves to 127.0.0.1: its own name as Host and Origin, same-origin by
+// the browser's account. It is refused and registers nothing, while a page served by the
+// daemon itself (a loopback origin) and local tools keep working; a request presenting a
+// token to a daemon with none is refused 401.
+func TestDaemonDNSRebinding(t *testing.T) {
+	d := start(t, nil, "--config", write(t, "cycled.yaml", badInputConfig(t, "http: {addr: 127.0.0.1:0}")))
+	waitTick(t, d, 0)
+	u, _ := url.Parse(d.base)
+	evil := "evil.example:" + u.Port()
+	reg := `{"name": "x", "tier": "planning", "kind": "http", "http": {"url": "http://attacker.example/x"}}`
+
+	st, code, body := hardReq(t, d.base, "POST", "/modules", evil, reg,
+		"Origin", "http://"+evil, "Sec-Fetch-Site", "same-origin")
+	if st != http.StatusForbidden || code != "foreign_host" {
+		t.Fatalf("rebinding registration: %d %s", st, body)
+	}
+	if st, code, body := hardReq(t, d.base, "POST", "/emergency/reset", evil, ""); st != http.StatusForbidden || code != "foreign_host" {
+		t.Fatalf("rebinding emergency reset: %d %s", st, body)
+	}
+	if st := d.do("GET", "/modules/x", "", nil); st != http.StatusNotFound {
+		t.Fatalf("GET /modules/x = %d: the refused registration was admitted", st)
+	}
+	// The daemon's own origin (its dashboard) and a local tool.
+	own := "http://" + u.Host
+	if st, _, body := hardReq(t, d.base, "POST", "/emergency/reset", "", "", "Origin", own, "Sec-Fetch-Site", "same-origin"); st != http.StatusOK {
+		t.Fatalf("same-origin loopback request: %d %s", st, body)
+	}
+	if st, _, body := hardReq(t, d.base, "POST", "/emergency/reset", "localhost:"+u.Port(), ""); st != http.StatusOK {
+		t.Fatalf("Host localhost: %d %s", st, body)
+	}
+	// A token where none is configured (issue: a wrong token used to be served).
+	if st, code, body := hardReq(t, d.base, "POST", "/emergency/reset", "", "", "Authorization", "Bearer wrong"); st != http.StatusUnauthorized || code != "unauthorized" {
+		t.Fatalf("a token presented to a daemon with none: %d %s", st, body)
+	}
+	d.waitLog("admin request refused")
+}
+
+// TestDaemonAuthFailures sends wrong tokens to the daemon: each is logged (remote address
+// and route, never the token) and counted in /metrics, and past the burst the address is
+// answered 429 even with the right token.
+func TestDaemonAuthFailures(t *testing.T) {
+	d := start(t, nil, "--config", write(t, "cycled.yaml", badInputConfig(t, "http: {addr: 127.0.0.1:0, admin_token: "+badInputToken+"}")))
+	waitTick(t, d, 0)
+	const wrong = "wrong-token-a61f03"
+	for i := range 10 {
+		if st, _, body := hardReq(t, d.base, "POST", "/emergency/reset", "", "", "Authorization", "Bearer "+wrong); st != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d %s", i, st, body)
+		}
+	}
+	st, code, body := hardReq(t, d.base, "POST", "/emergency/reset", "", "", "Authorization", "Bearer "+badInputToken)
+	if st != http.StatusTooManyRequests || code != "too_many_failures" {
+		t.Fatalf("the right token after 10 failures: %d %s", st, body)
+	}
+	line := d.waitLog("admin request refused")
+	if !strings.Contains(line, "/emergency/reset") || !strings.Contains(line, "127.0.0.1:") {
+		t.Errorf("refusal log line without route or remote address: %s", line)
+	}
+	m := d.metrics()
+	if !strings.Contains(m, `cycled_http_admin_refused_total{reason="invalid_token"} 10`) ||
+		!strings.Contains(m, `cycled_http_admin_refused_total{reason="too_many_failures"} 1`) {
+		t.Errorf("refusals not counted:\n%s", grepLines(m, "admin_refused"))
+	}
+	if code, _ := d.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if logs := d.stderr(); strings.Contains(logs, wrong) || strings.Contains(logs, badInputToken) {
+		t.Fatalf("a token appears in the log:\n%s", logs)
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -171,7 +171,8 @@ type server struct {
 	mux     *chi.Mux
 	metrics http.Handler
 	cop     *http.CrossOriginProtection
-	guard   *guard // admin refusals: log, metric, slow-down
+	guard   *guard        // admin refusals: log, metric, slow-down
+	drains  chan struct{} // slots of the connections draining an oversized body
 
 	boot    string    // distinguishes ETags and stream ids of this process from another's
 	started time.Time // engine clock at New: the watchdog's origin before the first tick
@@ -207,6 +208,7 @@ func New(opts Options) http.Handler {
 		ping:    opts.pingInterval,
 		maxBody: opts.MaxBodyBytes,
 		cop:     http.NewCrossOriginProtection(),
+		drains:  make(chan struct{}, maxDrains),
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -281,12 +283,12 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// limitBody refuses a declared body over the limit at once and caps every body read.
+// limitBody refuses a declared body over the limit at once (see tooLarge) and caps every
+// body read.
 func (s *server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.maxBody {
-			writeError(w, http.StatusRequestEntityTooLarge, apiError{Code: "body_too_large",
-				Message: "request body exceeds " + strconv.FormatInt(s.maxBody, 10) + " bytes"})
+			s.tooLarge(w, r)
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {

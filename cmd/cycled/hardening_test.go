@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hardReq sends an admin request with the given Host (empty: the daemon's address) and
@@ -125,4 +131,69 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// pyOversized posts an oversized body with urllib and with http.client (Expect:
+// 100-continue, body sent at once, as http.client does), and prints each answer's status
+// and error code, or the exception.
+const pyOversized = `
+import http.client, json, sys, urllib.error, urllib.request
+base, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+body = b"x" * (16 << 20)
+req = urllib.request.Request(base + "/modules", data=body, method="POST", headers={"Content-Type": "application/json"})
+try:
+    urllib.request.urlopen(req, timeout=20)
+    print("urllib 200")
+except urllib.error.HTTPError as e:
+    print("urllib", e.code, json.loads(e.read())["error"]["code"])
+except Exception as e:
+    print("urllib exception", repr(e))
+c = http.client.HTTPConnection(host, port, timeout=20)
+try:
+    c.request("POST", "/modules", body, {"Content-Type": "application/json", "Expect": "100-continue"})
+    r = c.getresponse()
+    print("http.client", r.status, json.loads(r.read())["error"]["code"])
+except Exception as e:
+    print("http.client exception", repr(e))
+`
+
+// TestDaemonOversizedBody: clients that write a body over the limit before reading the
+// answer get the daemon's 413 rather than a connection reset: a raw TCP client, and
+// Python's urllib and http.client when python3 is present.
+func TestDaemonOversizedBody(t *testing.T) {
+	d := start(t, nil, "--config", write(t, "cycled.yaml", badInputConfig(t, "http: {addr: 127.0.0.1:0}")))
+	waitTick(t, d, 0)
+	u, _ := url.Parse(d.base)
+	for _, size := range []int{4 << 20, 32 << 20} {
+		c, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(c, "POST /modules HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", u.Host, size)
+		if _, err := c.Write(bytes.Repeat([]byte{'x'}, size)); err != nil {
+			t.Fatalf("%d bytes: writing the body: %v", size, err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%d bytes: reading the answer: %v", size, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		c.Close()
+		if res.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "body_too_large") {
+			t.Fatalf("%d bytes: %d %s", size, res.StatusCode, b)
+		}
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Log("python3 not on PATH: urllib not exercised")
+		return
+	}
+	out, err := exec.Command(py, "-c", pyOversized, d.base, u.Hostname(), u.Port()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "urllib 413 body_too_large\nhttp.client 413 body_too_large" {
+		t.Fatalf("python clients got:\n%s", got)
+	}
 }

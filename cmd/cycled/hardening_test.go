@@ -9,7 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +198,47 @@ func TestDaemonOversizedBody(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); got != "urllib 413 body_too_large\nhttp.client 413 body_too_large" {
 		t.Fatalf("python clients got:\n%s", got)
+	}
+}
+
+// TestRuntimeStoreRemovesStaleTemps: the temporary files of saves interrupted by kill -9
+// are removed when the store opens; the state file and everything else stay.
+func TestRuntimeStoreRemovesStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	state := `{"version": 1, "modules": [{"name": "a", "body": {"name": "a", "tier": "planning"}}]}`
+	files := map[string]string{
+		stateFile:                       state,
+		stateFile + ".1234.tmp":         state,
+		stateFile + ".99.tmp":           "{\"vers",
+		stateFile + ".corrupt-2026.tmp": "matches the pattern of a save's temporary file",
+		"other.tmp":                     "kept",
+		stateFile + ".corrupt-x":        "kept",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, stateFile+".dir.tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := openStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Saved(); len(got) != 1 || got[0].Name != "a" {
+		t.Fatalf("saved modules %v", got)
+	}
+	slices.Sort(s.removedTemps)
+	if want := []string{stateFile + ".1234.tmp", stateFile + ".99.tmp", stateFile + ".corrupt-2026.tmp"}; !slices.Equal(s.removedTemps, want) {
+		t.Errorf("removed %v, want %v", s.removedTemps, want)
+	}
+	entries, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := []string{stateFile, stateFile + ".corrupt-x", stateFile + ".dir.tmp", "other.tmp"}; !slices.Equal(left, want) {
+		t.Errorf("left in state_dir %v, want %v", left, want)
 	}
 }

@@ -3,6 +3,7 @@ package tiers
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -218,34 +219,7 @@ func Validate(cfg Config) (*Plan, Problems) {
 			}
 		}
 	}
-	if cyc := findCycle(cfg.Modules, byName); cyc != nil {
-		add(fmt.Sprintf("modules[%d].depends_on", byName[cyc[0]]), "dependency cycle: %s", strings.Join(cyc, " -> "))
-	} else {
-		order := topoOrder(cfg.Modules, byName)
-		for _, i := range order {
-			m := cfg.Modules[i]
-			need := -1
-			for _, d := range m.DependsOn {
-				if j, ok := byName[d]; ok && tierOf[j] > need {
-					need = tierOf[j]
-				}
-			}
-			p := fmt.Sprintf("modules[%d]", i)
-			if m.Tier == "" && len(m.DependsOn) > 0 {
-				t := need + 1
-				if t < 1 {
-					t = 1
-				}
-				if t >= len(cfg.Tiers) {
-					add(p+".depends_on", "needs tier index %d but only %d tiers are configured", t, len(cfg.Tiers))
-					continue
-				}
-				tierOf[i] = t
-			} else if tierOf[i] >= 0 && need >= tierOf[i] {
-				add(p+".depends_on", "depends on a module in tier %q, which does not run before tier %q", cfg.Tiers[need].Name, m.Tier)
-			}
-		}
-	}
+	checkDependencyOrder(cfg, byName, tierOf, add)
 
 	writers := make(map[string]int)
 	for i, m := range cfg.Modules {
@@ -385,6 +359,111 @@ func checkBreaker(p string, s breaker.Settings, add func(string, string, ...any)
 	if s.HalfOpenSuccesses < 0 {
 		add(p+".half_open_successes", "must be >= 1")
 	}
+}
+
+// checkDependencyOrder reports every depends_on cycle, derives the tier of the modules
+// placed by depends_on, and checks that explicit tiers run after their dependencies. A
+// cycle does not stop the other checks: its members (and the modules whose tier would be
+// derived from them) are left out of the ordering checks, every other module is checked,
+// so that one pass reports every problem.
+func checkDependencyOrder(cfg Config, byName map[string]int, tierOf []int, add func(path, format string, args ...any)) {
+	onCycle := make([]bool, len(cfg.Modules))
+	for _, scc := range cyclicGroups(cfg.Modules, byName) {
+		sub := make(map[string]int, len(scc))
+		for _, i := range scc {
+			onCycle[i] = true
+			sub[cfg.Modules[i].Name] = i
+		}
+		cyc := findCycle(cfg.Modules, sub)
+		add(fmt.Sprintf("modules[%d].depends_on", byName[cyc[0]]), "dependency cycle: %s", strings.Join(cyc, " -> "))
+	}
+	unresolved := onCycle // a module whose tier cannot be known; a cycle's members first
+	for _, i := range topoOrder(cfg.Modules, byName) {
+		if onCycle[i] {
+			continue
+		}
+		m := cfg.Modules[i]
+		need, blocked := -1, false
+		for _, d := range m.DependsOn {
+			if j, ok := byName[d]; ok {
+				blocked = blocked || unresolved[j]
+				need = max(need, tierOf[j])
+			}
+		}
+		p := fmt.Sprintf("modules[%d]", i)
+		switch {
+		case m.Tier == "" && len(m.DependsOn) > 0 && blocked:
+			unresolved[i] = true
+		case m.Tier == "" && len(m.DependsOn) > 0:
+			t := max(need+1, 1)
+			if t >= len(cfg.Tiers) {
+				add(p+".depends_on", "needs tier index %d but only %d tiers are configured", t, len(cfg.Tiers))
+				unresolved[i] = true
+				continue
+			}
+			tierOf[i] = t
+		case tierOf[i] >= 0 && need >= tierOf[i]:
+			add(p+".depends_on", "depends on a module in tier %q, which does not run before tier %q", cfg.Tiers[need].Name, m.Tier)
+		}
+	}
+}
+
+// cyclicGroups returns the groups of modules that depend on each other in a cycle (the
+// strongly connected components with a cycle, a self-dependency included, found by
+// Tarjan's algorithm), each sorted, in the order of their first module.
+func cyclicGroups(ms []ModuleSpec, byName map[string]int) [][]int {
+	index, low := make([]int, len(ms)), make([]int, len(ms))
+	onStack := make([]bool, len(ms))
+	for i := range index {
+		index[i] = -1
+	}
+	var stack []int
+	var groups [][]int
+	next := 0
+	var visit func(i int)
+	visit = func(i int) {
+		index[i], low[i] = next, next
+		next++
+		stack = append(stack, i)
+		onStack[i] = true
+		self := false
+		for _, d := range ms[i].DependsOn {
+			j, ok := byName[d]
+			switch {
+			case !ok:
+			case j == i:
+				self = true
+			case index[j] < 0:
+				visit(j)
+				low[i] = min(low[i], low[j])
+			case onStack[j]:
+				low[i] = min(low[i], index[j])
+			}
+		}
+		if low[i] != index[i] {
+			return
+		}
+		k := len(stack) - 1
+		for stack[k] != i {
+			k--
+		}
+		g := slices.Clone(stack[k:])
+		for _, j := range g {
+			onStack[j] = false
+		}
+		stack = stack[:k]
+		if len(g) > 1 || self {
+			slices.Sort(g)
+			groups = append(groups, g)
+		}
+	}
+	for i := range ms {
+		if index[i] < 0 {
+			visit(i)
+		}
+	}
+	slices.SortFunc(groups, func(a, b []int) int { return a[0] - b[0] })
+	return groups
 }
 
 // findCycle returns the names along a depends_on cycle (first name repeated at the end), or nil.

@@ -537,3 +537,37 @@ func TestSeedTiers(t *testing.T) {
 		t.Errorf("DefaultBackoff() = %+v", b)
 	}
 }
+
+// TestValidateDependsOnOnePass: a dependency cycle does not hide the other depends_on
+// problems of the configuration; every one is reported in one pass, each cycle once, and
+// a module placed by depends_on after a cycle member is not reported (its tier cannot be
+// known, the cycle is the problem).
+func TestValidateDependsOnOnePass(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Modules = append(cfg.Modules,
+		ModuleSpec{Name: "a", DependsOn: []string{"b"}},                               // 5: cycle a, b
+		ModuleSpec{Name: "b", DependsOn: []string{"a"}},                               // 6
+		ModuleSpec{Name: "after-a", DependsOn: []string{"a"}},                         // 7: derived from a cycle member
+		ModuleSpec{Name: "early", Tier: "knowledge", DependsOn: []string{"camera"}},   // 8: tier order
+		ModuleSpec{Name: "orphan", Tier: "planning", DependsOn: []string{"ghost"}},    // 9: unknown module
+		ModuleSpec{Name: "logger", DependsOn: []string{"actuator"}},                   // 10: past the last tier
+		ModuleSpec{Name: "selfish", Tier: "planning", DependsOn: []string{"selfish"}}, // 11: self cycle
+	)
+	_, ps := Validate(cfg)
+	var got []string
+	for _, p := range ps.Errors() {
+		got = append(got, p.String())
+	}
+	want := []string{
+		`modules[9].depends_on[0]: unknown module "ghost"`,
+		`modules[5].depends_on: dependency cycle: a -> b -> a`,
+		`modules[11].depends_on: dependency cycle: selfish -> selfish`,
+		`modules[8].depends_on: depends on a module in tier "perception", which does not run before tier "knowledge"`,
+		`modules[10].depends_on: needs tier index 5 but only 5 tiers are configured`,
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

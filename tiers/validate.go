@@ -164,9 +164,7 @@ func Validate(cfg Config) (*Plan, Problems) {
 		if t.Budget <= 0 {
 			add(p+".budget", "must be > 0")
 		}
-		if t.MaxAttempts < 0 {
-			add(p+".max_attempts", "must be >= 1")
-		}
+		checkAttempts(p+".max_attempts", t.MaxAttempts, add)
 		if t.Policy > Abort {
 			add(p+".policy", "unknown policy")
 		}
@@ -232,12 +230,10 @@ func Validate(cfg Config) (*Plan, Problems) {
 		} else {
 			writers[key] = i
 		}
-		if m.Every < 0 {
-			add(p+".every", "must be >= 1")
+		if m.Every < 0 || m.Every > MaxEvery {
+			add(p+".every", "must be between 1 and %d", MaxEvery)
 		}
-		if m.MaxAttempts < 0 {
-			add(p+".max_attempts", "must be >= 1")
-		}
+		checkAttempts(p+".max_attempts", m.MaxAttempts, add)
 		if m.TTL.Fixed < 0 {
 			add(p+".ttl", "must be >= 0")
 		}
@@ -358,6 +354,23 @@ func checkBreaker(p string, s breaker.Settings, add func(string, string, ...any)
 	}
 	if s.HalfOpenSuccesses < 0 {
 		add(p+".half_open_successes", "must be >= 1")
+	}
+}
+
+// Upper bounds of per-tier and per-module settings: a larger value could never take
+// effect (a module due once in more ticks than a process lives through, more attempts
+// than any budget leaves time for), so it is refused as a mistake.
+const (
+	// MaxEvery is the largest "every": at the default 10 Hz, once a day is every 864000.
+	MaxEvery = 1_000_000
+	// MaxAttempts is the largest max_attempts of a tier or a module.
+	MaxAttempts = 100
+)
+
+// checkAttempts checks a max_attempts value (0: the default).
+func checkAttempts(path string, n int, add func(path, format string, args ...any)) {
+	if n < 0 || n > MaxAttempts {
+		add(path, "must be between 1 and %d", MaxAttempts)
 	}
 }
 

@@ -71,7 +71,8 @@ func TestValidateRules(t *testing.T) {
 		{"duplicate tier name", func(c *Config) { c.Tiers[4].Name = "knowledge"; c.Modules = c.Modules[:4] }, "tiers[4].name", `duplicate tier "knowledge" (also tiers[1])`, false},
 		{"zero budget", func(c *Config) { c.Tiers[2].Budget = 0 }, "tiers[2].budget", "must be > 0", false},
 		{"negative budget", func(c *Config) { c.Tiers[2].Budget = -time.Millisecond }, "tiers[2].budget", "must be > 0", false},
-		{"negative tier attempts", func(c *Config) { c.Tiers[1].MaxAttempts = -1 }, "tiers[1].max_attempts", "must be >= 1", false},
+		{"negative tier attempts", func(c *Config) { c.Tiers[1].MaxAttempts = -1 }, "tiers[1].max_attempts", "must be between 1 and 100", false},
+		{"tier attempts over the bound", func(c *Config) { c.Tiers[1].MaxAttempts = 1e9 }, "tiers[1].max_attempts", "must be between 1 and 100", false},
 		{"unknown tier policy", func(c *Config) { c.Tiers[1].Policy = Policy(9) }, "tiers[1].policy", "unknown policy", false},
 		{"backoff factor below 1", func(c *Config) { c.Tiers[1].Backoff.Factor = 0.5 }, "tiers[1].backoff.factor", "must be >= 1", false},
 		{"negative backoff base", func(c *Config) { c.Tiers[1].Backoff.Base = -1 }, "tiers[1].backoff.base", "must be >= 0", false},
@@ -102,8 +103,10 @@ func TestValidateRules(t *testing.T) {
 		{"read of a key written in the same tier", func(c *Config) { c.Modules[2].Reads = []string{"camera.result"} }, "modules[2].reads[0]", `key "camera.result" is written by "camera" in tier "perception"`, true},
 
 		// Per-module settings.
-		{"negative every", func(c *Config) { c.Modules[1].Every = -1 }, "modules[1].every", "must be >= 1", false},
-		{"negative module attempts", func(c *Config) { c.Modules[1].MaxAttempts = -1 }, "modules[1].max_attempts", "must be >= 1", false},
+		{"negative every", func(c *Config) { c.Modules[1].Every = -1 }, "modules[1].every", "must be between 1 and 1000000", false},
+		{"every over the bound", func(c *Config) { c.Modules[1].Every = 1e18 }, "modules[1].every", "must be between 1 and 1000000", false},
+		{"negative module attempts", func(c *Config) { c.Modules[1].MaxAttempts = -1 }, "modules[1].max_attempts", "must be between 1 and 100", false},
+		{"module attempts over the bound", func(c *Config) { c.Modules[0].MaxAttempts = 1e9 }, "modules[0].max_attempts", "must be between 1 and 100", false},
 		{"negative ttl", func(c *Config) { c.Modules[1].TTL = lastgood.TTL{Fixed: -time.Second} }, "modules[1].ttl", "must be >= 0", false},
 		{"auto ttl min above max", func(c *Config) {
 			c.Modules[1].TTL = lastgood.TTL{Auto: true, Min: time.Second, Max: time.Millisecond}

@@ -227,6 +227,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	t := v.Type()
+	if t == headerValueType && n.Kind == yaml.ScalarNode {
+		d.headerScalar(n, v, path)
+		return
+	}
 	if d.json && n.Kind == yaml.ScalarNode && !d.jsonTyped(n, t, path) {
 		return
 	}
@@ -584,6 +588,9 @@ func encodePlain(v reflect.Value) any {
 	t := v.Type()
 	if t == durationType {
 		return time.Duration(v.Int()).String()
+	}
+	if p, ok := v.Interface().(plainer); ok && t.Kind() != reflect.Pointer {
+		return p.plainValue()
 	}
 	if t.Implements(reflect.TypeFor[encoding.TextMarshaler]()) && (t.Kind() != reflect.Pointer || !v.IsNil()) {
 		b, err := v.Interface().(encoding.TextMarshaler).MarshalText()

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
@@ -177,7 +178,9 @@ func (m ModuleConfig) check(p string) tiers.Problems {
 		}
 		var hs modules.HTTPSettings
 		if m.HTTP != nil {
-			hs = m.HTTP.settings()
+			var hps tiers.Problems
+			hs, hps = m.HTTP.settings(join(p, "http"))
+			ps = append(ps, hps...)
 		}
 		for _, q := range hs.Validate() {
 			add(sub(join(p, "http"), q.Path), "%s", q.Message)
@@ -185,11 +188,11 @@ func (m ModuleConfig) check(p string) tiers.Problems {
 	default:
 		add(join(p, "kind"), "unknown kind %q (want builtin or http)", m.Kind)
 	}
-	if m.Every < 0 {
-		add(join(p, "every"), "must be >= 1")
+	if m.Every < 0 || m.Every > tiers.MaxEvery {
+		add(join(p, "every"), "must be between 1 and %d", tiers.MaxEvery)
 	}
-	if m.MaxAttempts < 0 {
-		add(join(p, "max_attempts"), "must be >= 1")
+	if m.MaxAttempts < 0 || m.MaxAttempts > tiers.MaxAttempts {
+		add(join(p, "max_attempts"), "must be between 1 and %d", tiers.MaxAttempts)
 	}
 	return ps
 }
@@ -358,9 +361,24 @@ func normalized(s modules.Settings) modules.Settings {
 	return s
 }
 
-// settings returns the module package's settings of c.
-func (c HTTPModuleConfig) settings() modules.HTTPSettings {
-	return modules.HTTPSettings{URL: c.URL, MaxBody: int64(c.MaxBody), Timeout: c.Timeout}
+// settings returns the module package's settings of c, its header values read; p
+// prefixes the paths of the problems of reading them.
+func (c HTTPModuleConfig) settings(p string) (modules.HTTPSettings, tiers.Problems) {
+	s := modules.HTTPSettings{URL: c.URL, MaxBody: int64(c.MaxBody), Timeout: c.Timeout}
+	var ps tiers.Problems
+	for name, hv := range c.Headers {
+		v, path, err := hv.resolve()
+		if err != nil {
+			ps = append(ps, tiers.Problem{Path: sub(join(join(p, "headers"), name), path), Message: err.Error()})
+			continue
+		}
+		if s.Headers == nil {
+			s.Headers = make(map[string]string, len(c.Headers))
+		}
+		s.Headers[name] = v
+	}
+	slices.SortFunc(ps, func(a, b tiers.Problem) int { return strings.Compare(a.Path, b.Path) })
+	return s, ps
 }
 
 // httpRegistration builds an http module into reg; p prefixes the paths of its problems.
@@ -368,10 +386,13 @@ func (c HTTPModuleConfig) settings() modules.HTTPSettings {
 func (m ModuleConfig) httpRegistration(reg cycle.Registration, p string, o buildOptions) (cycle.Registration, tiers.Problems) {
 	var hs modules.HTTPSettings
 	if m.HTTP != nil {
-		hs = m.HTTP.settings()
+		var ps tiers.Problems
+		if hs, ps = m.HTTP.settings(join(p, "http")); len(ps) > 0 {
+			return reg, ps
+		}
 	}
 	for _, old := range o.reuse {
-		if h, ok := old.Module.(*modules.HTTP); ok && old.Spec.Name == m.Name && h.Settings() == withHTTPDefaults(hs) && h.Replays() == reg.Spec.IsIdempotent() {
+		if h, ok := old.Module.(*modules.HTTP); ok && old.Spec.Name == m.Name && h.Settings().Equal(withHTTPDefaults(hs)) && h.Replays() == reg.Spec.IsIdempotent() {
 			reg.Module = h
 			return reg, nil
 		}

@@ -189,6 +189,24 @@ type HTTPModuleConfig struct {
 	// Timeout caps one attempt (default: the time left in the tier budget), so that a
 	// slow answer leaves time for a retry.
 	Timeout time.Duration `yaml:"timeout"`
+	// Headers are sent with every request, to authenticate to the remote: e.g.
+	// {Authorization: {env: PLANNER_TOKEN}}. Their values are never shown.
+	Headers map[string]HeaderValue `yaml:"headers"`
+}
+
+// HeaderValue is the value of a remote module's request header: a literal string, or
+// where to read it, {env: NAME} (an environment variable of the daemon) or {file: PATH}
+// (a file's content, surrounding whitespace trimmed, at most 4 KiB). It is read when the
+// configuration is loaded or reloaded and when a module is registered or restored, so a
+// reload picks up a rotated file. It is never shown: GET /config shows the variable or
+// the file it comes from, and "***" for a literal.
+type HeaderValue struct {
+	// Value is a literal value (also given as a plain string instead of a mapping).
+	Value string `yaml:"value"`
+	// Env names an environment variable holding the value.
+	Env string `yaml:"env"`
+	// File names a file holding the value.
+	File string `yaml:"file"`
 }
 
 // HTTPConfig configures the API listener (key "http").

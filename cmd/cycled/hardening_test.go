@@ -8,12 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -240,5 +242,80 @@ func TestRuntimeStoreRemovesStaleTemps(t *testing.T) {
 	}
 	if want := []string{stateFile, stateFile + ".corrupt-x", stateFile + ".dir.tmp", "other.tmp"}; !slices.Equal(left, want) {
 		t.Errorf("left in state_dir %v, want %v", left, want)
+	}
+}
+
+// TestDaemonRemoteModuleSecrets runs remote modules whose URLs carry a secret in their
+// query and whose Authorization header comes from the environment (one from the
+// configuration file, one registered at runtime with a literal header, one whose remote
+// is down so that its error quotes the URL): the remotes get the secrets, and no read
+// answer, no stream event and no log line shows them.
+func TestDaemonRemoteModuleSecrets(t *testing.T) {
+	const secret = "s3cret-51c0be"
+	var mu sync.Mutex
+	auth := map[string]string{}
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth[r.URL.Path+"?"+r.URL.RawQuery] = r.Header.Get("Authorization")
+		mu.Unlock()
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, `{"value": 1}`)
+	}))
+	t.Cleanup(remote.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	cfg := `
+cycle: {period: 0}
+modules:
+  - {name: guard, tier: safety, builtin: {value: 1}}
+  - name: planner
+    tier: planning
+    kind: http
+    http:
+      url: "` + remote.URL + `/plan?api_key=` + secret + `"
+      headers: {Authorization: {env: PLANNER_TOKEN}}
+  - {name: gone, tier: execution, kind: http, http: {url: "http://` + down + `/x?token=` + secret + `"}}
+http: {addr: 127.0.0.1:0}
+log: {level: debug}
+state_dir: ` + t.TempDir() + "\n"
+	d := start(t, []string{"PLANNER_TOKEN=Bearer env-" + secret}, "--config", write(t, "cycled.yaml", cfg))
+	reg := `{"name": "runtime", "tier": "planning", "kind": "http", "http": {"url": "` + remote.URL + `/rt?key=` + secret +
+		`", "headers": {"Authorization": "Bearer lit-` + secret + `"}}}`
+	if st := d.do("POST", "/modules", reg, nil); st != http.StatusCreated {
+		t.Fatalf("POST /modules = %d", st)
+	}
+	for range 2 {
+		if st := d.do("POST", "/ticks", "", nil); st != http.StatusOK {
+			t.Fatalf("POST /ticks = %d", st)
+		}
+	}
+	mu.Lock()
+	if auth["/plan?api_key="+secret] != "Bearer env-"+secret || auth["/rt?key="+secret] != "Bearer lit-"+secret {
+		t.Errorf("remotes got %v", auth)
+	}
+	mu.Unlock()
+	for _, path := range []string{"/modules", "/modules/planner", "/modules/runtime", "/modules/gone", "/config", "/ticks/latest", "/ticks", "/emergency", "/blackboard"} {
+		resp, err := http.Get(d.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.Contains(string(b), secret) {
+			t.Errorf("GET %s: %d, shows the secret: %v\n%.600s", path, resp.StatusCode, strings.Contains(string(b), secret), b)
+		}
+		if path == "/modules/gone" && !strings.Contains(string(b), "token=***") {
+			t.Errorf("GET /modules/gone does not show the redacted URL: %.600s", b)
+		}
+	}
+	if code, _ := d.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if logs := d.stderr(); strings.Contains(logs, secret) {
+		t.Fatalf("the log shows the secret:\n%s", grepLines(logs, secret))
 	}
 }

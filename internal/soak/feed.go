@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -65,6 +66,13 @@ func (b *book) addRuntime(name string, body []byte) {
 	b.mu.Lock()
 	b.runtime[name] = body
 	b.mu.Unlock()
+}
+
+// runtimeNames returns the names of the modules ever registered at runtime.
+func (b *book) runtimeNames() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Sorted(maps.Keys(b.runtime))
 }
 
 // configFor returns the checker configuration of the engine that produced s: the variant

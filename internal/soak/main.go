@@ -30,7 +30,14 @@
 //     kind it registers builtin modules instead and says so in the report;
 //   - a reloader rewrites the configuration file with the other valid variant (200) or an
 //     invalid one (422: the running configuration stays) and POSTs /config/reload;
-//   - a resetter resets breakers (mostly open ones) and emergency mode.
+//   - a resetter resets breakers (mostly open ones) and emergency mode;
+//   - remote modules carry a secret in their URL query and Authorization header, and a
+//     reader checks that no read route shows it;
+//   - an attacker, sending from 127.0.0.2 (so that the slow-down of its failed
+//     authentications does not fall on the operators' 127.0.0.1), sends admin requests with
+//     wrong tokens, with a foreign Host and Origin (a DNS-rebinding page), and cross-site:
+//     every one must be refused (401, 403, 429), and the module it tries to register, whose
+//     URL is the attacker's, must never exist or be called.
 //
 // # What is checked
 //
@@ -52,8 +59,10 @@
 //     warm-up; the mean of the last third must be at most the mean of the middle third
 //     × 1.05 + 10 goroutines, and × 1.10 + 8 MiB of RSS (sampler.go).
 //   - Every request answered as expected (no 5xx, no transport error), the admin token never
-//     in the daemon's log, GET /config or the state file, and SIGTERM ends the daemon with
-//     exit code 0 within 5 s.
+//     in the daemon's log, GET /config or the state file, the remote modules' secret and the
+//     attacker's wrong token never in the log or a read answer, every remote request with
+//     its Authorization header, the refusals logged and counted in /metrics, and SIGTERM
+//     ends the daemon with exit code 0 within 5 s.
 //
 // The report goes to stdout; the exit code is 1 on any violation or failure.
 package main
@@ -120,13 +129,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	tok := make([]byte, 16)
-	_, _ = rand.Read(tok)
 	set := settings{
 		// Enough history to fill any gap of the SSE feed (several seconds), small enough
 		// that it is full within the warm-up third of the run (the RSS trend rule).
 		history:  min(2000, max(300, int(*duration/time.Second)*100/6)),
-		token:    "soak-" + hex.EncodeToString(tok),
+		token:    "soak-" + randomHex(16),
 		stateDir: filepath.Join(tmp, "state"),
 	}
 	mods := genModules()
@@ -164,7 +171,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rem := newRemote(*seed)
 	defer rem.close()
 	s := &soak{c: c, feed: f, ops: ops, book: bk, remote: rem, mods: mods, set: set, cfg: cfgPath, seed: *seed,
-		counts: map[string]int{}, httpKind: true}
+		counts: map[string]int{}, httpKind: true, secret: "secret-" + randomHex(8)}
+	rem.setAuth(s.secretHeader(), s.secretQuery())
+	if s.hostile, err = newHostile(d.base, "wrong-"+randomHex(8)); err != nil {
+		s.hostileNote = "the hostile actors did not run: " + err.Error()
+		logf("%s", s.hostileNote)
+	}
 	smp := &sampler{c: c, pid: d.pid}
 	probe := &stallProbe{}
 
@@ -207,6 +219,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	spawn(s.registrar)
 	spawn(s.reloader)
 	spawn(s.resetter)
+	spawn(s.leakReader)
+	if s.hostile != nil {
+		spawn(s.attacker)
+	}
 
 	crashed := false
 	progress := time.NewTicker(progressEvery(*duration))
@@ -250,11 +266,13 @@ wait:
 	var leaks []string
 	if !crashed {
 		leaks = s.tokenLeaks(context.Background(), d)
+		leaks = append(leaks, s.hostileLeaks(context.Background(), d.logText())...)
 	}
 	exitCode, took, stopErr := d.stop(5 * time.Second)
 	if strings.Contains(d.logText(), set.token) {
 		leaks = append(leaks, "the admin token appears in the daemon's log")
 	}
+	leaks = append(leaks, s.logLeaks(d.logText())...) // the whole log, shutdown included
 
 	allowed := map[string]bool{}
 	for _, a := range strings.Split(*allow, ",") {
@@ -270,6 +288,13 @@ wait:
 		return 1
 	}
 	return 0
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func progressEvery(d time.Duration) time.Duration {
@@ -414,6 +439,10 @@ func (r *report) write(w io.Writer) bool {
 	p("  remote modules   %d registered (%s), %d deregistered; %d requests served by the soak's module server",
 		s.get("remote.registered.http")+s.get("remote.registered.builtin"), remoteKind, s.get("remote.deregistered"), r.s.remote.requests.Load())
 	p("  reloads          %d valid, %d invalid (422, configuration kept)", s.get("reload.valid"), s.get("reload.invalid"))
+	p("  hostile          %d refused (wrong token %d, rebinding %d, rebinding with a token %d, cross-site %d; 401 %d, 403 %d, 429 %d), none admitted; %d secret checks of read routes",
+		s.get("hostile.status.401")+s.get("hostile.status.403")+s.get("hostile.status.429"), s.get("hostile.wrong_token"),
+		s.get("hostile.rebinding"), s.get("hostile.rebinding_token"), s.get("hostile.cross_site"),
+		s.get("hostile.status.401"), s.get("hostile.status.403"), s.get("hostile.status.429"), s.get("leak.reads"))
 	p("  clients          polls %d (200) + %d (304); long-polls %d (slowest %.1f ms); SSE %d connections, %d tick events, %d skip notices; %d other reads",
 		s.get("poll.200"), s.get("poll.304"), s.get("longpoll"), float64(s.get("longpoll.worst_us"))/1000,
 		s.get("sse.connects"), s.get("sse.ticks"), s.get("sse.skipped_notices"), s.get("reads"))
@@ -425,6 +454,9 @@ func (r *report) write(w io.Writer) bool {
 		r.smp.healthOK, len(r.smp.samples), r.exitCode, r.stopTook.Round(time.Millisecond))
 	if s.kindNote != "" {
 		p("  note             %s", s.kindNote)
+	}
+	if s.hostileNote != "" {
+		p("  note             %s", s.hostileNote)
 	}
 	for _, k := range knownKeys {
 		if r.allowed[k] {

@@ -46,8 +46,8 @@ func New(read func() uint64, now func() time.Time) *Calibrator {
 // Sample reads the counter for a time t just read from the clock. It returns the counter,
 // or 0 until the rate is known (callers then time the interval with the clock). It feeds
 // the calibration when t is far enough from the anchor, after reading the counter: the
-// reading goes with t, and the calibration may take a while (165 µs measured for the
-// first one; a reading taken after it put every time chained from t that much early).
+// reading goes with t, and the calibration may take a while (a reading taken after it
+// would put every time chained from t that much early).
 func (k *Calibrator) Sample(t time.Time) uint64 {
 	c := k.read()
 	r := k.r.Load()

@@ -2,7 +2,7 @@
 // checks every tick summary with the invariant checker (faultsummary/check). It is what
 // `make soak` runs:
 //
-//	go run ./internal/soak [-duration 60s] [-seed N] [-tolerance 20ms] [-allow RULES] [-race] [-bin PATH] [-keep]
+//	go run ./cmd/soak [-duration 60s] [-seed N] [-tolerance 20ms] [-allow RULES] [-race] [-bin PATH] [-keep]
 //
 // The duration defaults to $SOAK, else 60s. Everything runs on loopback and stops by itself.
 // -allow (default $SOAK_ALLOW) names checker rules whose violations are reported but do not

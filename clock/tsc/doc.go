@@ -1,13 +1,8 @@
 // Package tsc times short intervals with the processor's time-stamp counter, where the
-// kernel keeps its own clock with it.
-//
-// A monotonic clock read (time.Since) goes through the vDSO, which orders the counter read
-// behind the instructions before it (RDTSCP, or a fence and RDTSC): 25 ns in a loop on the
-// 2-vCPU AMD EPYC guest measured here, and 45 ns a read once per module in the engine,
-// where it waits for the atomic operations before it to complete. A plain RDTSC takes 10 ns. The engine
-// times each module with one read (its latency, whether it runs inline, the time its
-// value was written), so on a tick of 500 trivial modules the clock was a fifth of the
-// work.
+// kernel keeps its own clock with it. It is the leaf under clock.Stamp: the engine times
+// every module it runs, and a plain RDTSC is a fraction of the cost of a monotonic clock
+// read, which the vDSO orders behind the instructions before it (RDTSCP, or a fence and
+// RDTSC). The figures are in BENCHMARKS.md (BenchmarkElapsed, the counter round).
 //
 // The counter is used only where the kernel trusts it: on Linux on amd64 with the clock
 // source "tsc" (the kernel then checked that it is invariant and synchronised across

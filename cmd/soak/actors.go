@@ -38,6 +38,8 @@ type soak struct {
 	secret      string   // in the URL query and Authorization header of every remote module
 	hostile     *hostile // nil: the hostile actors do not run (see hostileNote)
 	hostileNote string
+	tokenless   *daemon  // a second daemon without a token, target of rebinder
+	rebind      *hostile // the hostile client of tokenless
 
 	knownIssues map[string]string // key → last message
 }

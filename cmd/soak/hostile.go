@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -199,6 +201,73 @@ func (s *soak) hostileLeaks(ctx context.Context, logText string) []string {
 		if !strings.Contains(logText, "admin request refused") {
 			out = append(out, "hostile requests were refused but no refusal was logged")
 		}
+	}
+	return out
+}
+
+// startTokenless starts a second, small daemon from bin with no admin token on loopback,
+// the default a DNS-rebinding page aims at; its files go under dir.
+func startTokenless(bin, dir string) (*daemon, error) {
+	cfg := filepath.Join(dir, "tokenless.yaml")
+	y := "cycle: {period: 100ms}\nmodules:\n  - {name: guard, tier: safety, builtin: {value: 1}}\n" +
+		"http: {addr: 127.0.0.1:0}\nstate_dir: " + filepath.Join(dir, "tokenless-state") + "\n"
+	if err := os.WriteFile(cfg, []byte(y), 0o600); err != nil {
+		return nil, err
+	}
+	return startDaemon(bin, cfg)
+}
+
+// rebinder sends the token-less daemon what a DNS-rebinding page would (its own name as
+// Host and Origin) and a token it does not have: every one must be refused (403, 401);
+// and, now and then, what the daemon's own page would (a loopback Host and the same
+// Origin), which must be served.
+func (s *soak) rebinder(ctx context.Context) {
+	r := s.rng(72)
+	h := s.rebind
+	_, port, _ := net.SplitHostPort(h.host)
+	own := "http://" + h.host
+	all := h.attempts("evil_module", s.remote.srv.URL+"/attacker")
+	all = append(all,
+		attempt{name: "rebinding_no_origin", method: "POST", path: "/emergency/reset", hdr: []string{"Host", "rebind.example:" + port}},
+		attempt{name: "foreign_origin", method: "POST", path: "/emergency/reset", hdr: []string{"Origin", "http://rebind.example:" + port}})
+	for sleep(ctx, between(r, 20*time.Millisecond, 120*time.Millisecond)) {
+		if r.IntN(8) == 0 {
+			own := attempt{name: "own_page", method: "POST", path: "/emergency/reset", hdr: []string{"Origin", own, "Sec-Fetch-Site", "same-origin"}}
+			if status, body, err := h.send(ctx, own); ctx.Err() == nil && (err != nil || status != http.StatusOK) {
+				s.fail("token-less daemon: a same-origin loopback request (its own page): %v %d %s", err, status, bytes.TrimSpace(body))
+			} else if err == nil {
+				s.count("tokenless.own_page", 1)
+			}
+			continue
+		}
+		a := all[r.IntN(len(all))]
+		status, body, err := h.send(ctx, a)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.fail("token-less daemon: hostile %s: %v", a.name, err)
+		case status == http.StatusUnauthorized || status == http.StatusForbidden:
+			s.count("tokenless.refused", 1)
+		default:
+			s.fail("token-less daemon: hostile %s %s %s was admitted: status %d: %s", a.name, a.method, a.path, status, bytes.TrimSpace(body))
+		}
+	}
+}
+
+// tokenlessLeaks checks, at the end, that the hostile module does not exist on the
+// token-less daemon, and stops it.
+func (s *soak) tokenlessLeaks(ctx context.Context) []string {
+	var out []string
+	c := &client{base: s.tokenless.base, hc: s.c.hc}
+	if res, err := c.do(ctx, http.MethodGet, "/modules/evil_module", nil, false); err != nil || res.status != http.StatusNotFound {
+		out = append(out, fmt.Sprintf("token-less daemon: GET /modules/evil_module = %d (%v): a rebinding registration was admitted", res.status, err))
+	}
+	if code, _, err := s.tokenless.stop(5 * time.Second); err != nil || code != 0 {
+		out = append(out, fmt.Sprintf("token-less daemon: SIGTERM: exit %d (%v)", code, err))
+	}
+	if strings.Contains(s.tokenless.logText(), s.hostile.wrong) {
+		out = append(out, "token-less daemon: a presented token appears in its log")
 	}
 	return out
 }

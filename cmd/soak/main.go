@@ -37,7 +37,10 @@
 //     authentications does not fall on the operators' 127.0.0.1), sends admin requests with
 //     wrong tokens, with a foreign Host and Origin (a DNS-rebinding page), and cross-site:
 //     every one must be refused (401, 403, 429), and the module it tries to register, whose
-//     URL is the attacker's, must never exist or be called.
+//     URL is the attacker's, must never exist or be called; the same requests go to a
+//     second daemon without a token (the default a DNS-rebinding page aims at), where they
+//     must be refused too while a same-origin loopback request (the daemon's own page) is
+//     served.
 //
 // # What is checked
 //
@@ -151,6 +154,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logf("%v", err)
 		return 1
 	}
+	// The token-less daemon first: its start must not compete with the ticks checked.
+	tokenless, err := startTokenless(*bin, tmp)
+	if err != nil {
+		logf("the token-less daemon did not start: %v", err)
+		return 1
+	}
+	defer tokenless.kill()
 	d, err := startDaemon(*bin, cfgPath)
 	if err != nil {
 		logf("%v", err)
@@ -176,6 +186,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if s.hostile, err = newHostile(d.base, "wrong-"+randomHex(8)); err != nil {
 		s.hostileNote = "the hostile actors did not run: " + err.Error()
 		logf("%s", s.hostileNote)
+	} else if s.rebind, err = newHostile(tokenless.base, s.hostile.wrong); err != nil {
+		logf("%v", err)
+		return 1
+	} else {
+		s.tokenless = tokenless
 	}
 	smp := &sampler{c: c, pid: d.pid}
 	probe := &stallProbe{}
@@ -222,6 +237,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	spawn(s.leakReader)
 	if s.hostile != nil {
 		spawn(s.attacker)
+		spawn(s.rebinder)
 	}
 
 	crashed := false
@@ -267,6 +283,9 @@ wait:
 	if !crashed {
 		leaks = s.tokenLeaks(context.Background(), d)
 		leaks = append(leaks, s.hostileLeaks(context.Background(), d.logText())...)
+	}
+	if s.tokenless != nil {
+		leaks = append(leaks, s.tokenlessLeaks(context.Background())...)
 	}
 	exitCode, took, stopErr := d.stop(5 * time.Second)
 	if strings.Contains(d.logText(), set.token) {
@@ -443,6 +462,8 @@ func (r *report) write(w io.Writer) bool {
 		s.get("hostile.status.401")+s.get("hostile.status.403")+s.get("hostile.status.429"), s.get("hostile.wrong_token"),
 		s.get("hostile.rebinding"), s.get("hostile.rebinding_token"), s.get("hostile.cross_site"),
 		s.get("hostile.status.401"), s.get("hostile.status.403"), s.get("hostile.status.429"), s.get("leak.reads"))
+	p("  token-less       a second daemon without a token: %d rebinding and foreign-origin requests refused, %d same-origin loopback requests served",
+		s.get("tokenless.refused"), s.get("tokenless.own_page"))
 	p("  clients          polls %d (200) + %d (304); long-polls %d (slowest %.1f ms); SSE %d connections, %d tick events, %d skip notices; %d other reads",
 		s.get("poll.200"), s.get("poll.304"), s.get("longpoll"), float64(s.get("longpoll.worst_us"))/1000,
 		s.get("sse.connects"), s.get("sse.ticks"), s.get("sse.skipped_notices"), s.get("reads"))

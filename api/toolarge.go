@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -18,7 +19,10 @@ const (
 	// connection reset instead of the 413).
 	MaxDrainBytes = 64 << 20
 	// DrainTimeout bounds the time spent discarding an oversized body.
-	DrainTimeout = 5 * time.Second
+	DrainTimeout = 30 * time.Second
+	// DrainIdle is how long the discarding waits for more of the body: a client that
+	// stops sending for this long is cut off.
+	DrainIdle = 2 * time.Second
 	// maxDrains bounds the connections being drained at once; beyond it, the 413 is
 	// answered the ordinary way (net/http closes the connection after the answer).
 	maxDrains = 8
@@ -31,7 +35,8 @@ const (
 // http.client with Expect: 100-continue) then sees a reset instead of the 413. So, on
 // HTTP/1, the connection is taken over: the answer is written with Connection: close, the
 // sending side is shut (the client sees the answer end), and the declared body is read and
-// discarded, at most MaxDrainBytes and for at most DrainTimeout, before the close.
+// discarded while it keeps coming (at most MaxDrainBytes, for at most DrainTimeout, no
+// pause longer than DrainIdle) before the close.
 func (s *server) tooLarge(w http.ResponseWriter, r *http.Request) {
 	e := apiError{Code: "body_too_large", Message: "request body exceeds " + strconv.FormatInt(s.maxBody, 10) + " bytes"}
 	if r.ProtoMajor != 1 || !s.drainSlot() {
@@ -45,14 +50,37 @@ func (s *server) tooLarge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(DrainTimeout))
+	_ = conn.SetWriteDeadline(time.Now().Add(DrainIdle))
 	if _, err := conn.Write(rawError(http.StatusRequestEntityTooLarge, e)); err != nil {
 		return
 	}
 	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
 	}
-	_, _ = io.CopyN(io.Discard, brw.Reader, min(r.ContentLength, MaxDrainBytes))
+	discard(conn, brw.Reader, min(r.ContentLength, MaxDrainBytes))
+}
+
+// discard reads and drops n bytes from rd, the reader of conn, while they keep coming:
+// it stops at the first pause of DrainIdle, after DrainTimeout in all, or at an error.
+func discard(conn net.Conn, rd io.Reader, n int64) {
+	end := time.Now().Add(DrainTimeout)
+	buf := make([]byte, 32<<10)
+	for n > 0 {
+		now := time.Now()
+		if !now.Before(end) {
+			return
+		}
+		dl := now.Add(DrainIdle)
+		if dl.After(end) {
+			dl = end
+		}
+		_ = conn.SetReadDeadline(dl)
+		k, err := rd.Read(buf[:min(n, int64(len(buf)))])
+		n -= int64(k)
+		if err != nil {
+			return
+		}
+	}
 }
 
 // drainSlot takes one of the maxDrains slots; false when all are taken.

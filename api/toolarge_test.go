@@ -64,7 +64,7 @@ func TestOversizedBodyAnswered(t *testing.T) {
 		extra    []string
 	}{
 		{name: "whole body first, 8 MiB", size: 8 << 20, withBody: true},
-		{name: "whole body first, 32 MiB", size: 32 << 20, withBody: true},
+		{name: "whole body first, 16 MiB", size: 16 << 20, withBody: true},
 		{name: "whole body first with Expect", size: 8 << 20, withBody: true, extra: []string{"Expect: 100-continue"}},
 		{name: "Expect, waiting for 100 Continue", size: 8 << 20, extra: []string{"Expect: 100-continue"}},
 	} {

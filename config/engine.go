@@ -15,6 +15,7 @@ import (
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/internal/rtsched"
+	"github.com/cycled/cycled/internal/strictdecode"
 	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
@@ -164,32 +165,32 @@ func (m ModuleConfig) check(p string) tiers.Problems {
 	switch m.Kind {
 	case KindBuiltin:
 		if m.HTTP != nil {
-			add(join(p, "http"), "only valid with kind: http (add kind: http)")
+			add(strictdecode.Join(p, "http"), "only valid with kind: http (add kind: http)")
 		}
 		if m.Builtin != nil {
 			for _, q := range m.Builtin.Faults.Validate() {
-				add(sub(join(p, "builtin"), q.Path), "%s", q.Message)
+				add(strictdecode.Sub(strictdecode.Join(p, "builtin"), q.Path), "%s", q.Message)
 			}
 		}
 	case KindHTTP:
 		if m.Builtin != nil {
-			add(join(p, "builtin"), "only valid with kind: builtin")
+			add(strictdecode.Join(p, "builtin"), "only valid with kind: builtin")
 		}
 		var hs modules.HTTPSettings
 		if m.HTTP != nil {
 			hs = m.HTTP.settings()
 		}
 		for _, q := range hs.Validate() {
-			add(sub(join(p, "http"), q.Path), "%s", q.Message)
+			add(strictdecode.Sub(strictdecode.Join(p, "http"), q.Path), "%s", q.Message)
 		}
 	default:
-		add(join(p, "kind"), "unknown kind %q (want builtin or http)", m.Kind)
+		add(strictdecode.Join(p, "kind"), "unknown kind %q (want builtin or http)", m.Kind)
 	}
 	if m.Every < 0 {
-		add(join(p, "every"), "must be >= 1")
+		add(strictdecode.Join(p, "every"), "must be >= 1")
 	}
 	if m.MaxAttempts < 0 {
-		add(join(p, "max_attempts"), "must be >= 1")
+		add(strictdecode.Join(p, "max_attempts"), "must be >= 1")
 	}
 	return ps
 }
@@ -332,7 +333,7 @@ func (m ModuleConfig) registration(p string, o buildOptions) (cycle.Registration
 	}
 	b, err := modules.NewBuiltin(s, o.moduleOptions()...)
 	if err != nil {
-		return reg, problemsUnder(join(p, "builtin"), err)
+		return reg, problemsUnder(strictdecode.Join(p, "builtin"), err)
 	}
 	reg.Module = b
 	return reg, nil
@@ -347,7 +348,7 @@ func problemsUnder(prefix string, err error) tiers.Problems {
 	}
 	var ps tiers.Problems
 	for _, q := range ve.Problems {
-		ps = append(ps, tiers.Problem{Path: sub(prefix, q.Path), Message: q.Message})
+		ps = append(ps, tiers.Problem{Path: strictdecode.Sub(prefix, q.Path), Message: q.Message})
 	}
 	return ps
 }
@@ -378,7 +379,7 @@ func (m ModuleConfig) httpRegistration(reg cycle.Registration, p string, o build
 	}
 	h, err := modules.NewHTTP(hs, modules.WithClock(o.clock), modules.WithReplay(reg.Spec.IsIdempotent()))
 	if err != nil {
-		return reg, problemsUnder(join(p, "http"), err)
+		return reg, problemsUnder(strictdecode.Join(p, "http"), err)
 	}
 	reg.Module = h
 	return reg, nil

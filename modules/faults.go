@@ -3,7 +3,6 @@ package modules
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -209,5 +208,3 @@ func (s Settings) MarshalJSON() ([]byte, error) {
 	out = append(out, ',')
 	return append(out, b[1:]...), nil
 }
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

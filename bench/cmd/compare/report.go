@@ -112,7 +112,7 @@ func renderCost(r *results) string {
 		"takes the whole fault path: classification, breaker failure, stale last-good fallback, degraded key. Mean and p99 of back-to-back ticks in steady state (Go contenders: after a warm-up of at least 5 ticks and 0.25 s; C: 4 ticks, 1 from N = 5000 on); allocations and bytes from "+
 		"`runtime.MemStats` around the measured ticks (the whole process); CPU µs/tick: the process's CPU time over the measured ticks (`getrusage`, all threads; C: not measured), "+
 		"what a contender's use of the second core costs. `cycled` runs with the default timing (`coarse`); `cycled precise` (N = %s) with `timing: precise`, whose hand-offs between engine and runners spin "+
-		"instead of waking a sleeping thread (README, `cycle.timing`). `floor` (clean, N = %s) is not a contender but a bound: cycled's own components doing a successful module's work "+
+		"instead of waking a sleeping thread (docs/operations.md, timing modes). `floor` (clean, N = %s) is not a contender but a bound: cycled's own components doing a successful module's work "+
 		"in a bare loop on one goroutine, without an engine (`bench/floor`; below, \"The floor\"). Medians over %d repetitions; the ratio column is the median of the per-repetition ratios of the means.\n\n",
 		joinInts(preciseCostSizes, ", "), joinInts(preciseCostSizes, ", "), r.Reps)
 	for _, fail := range []bool{false, true} {

@@ -8,12 +8,12 @@ import (
 // The generated configuration.
 //
 // Five seed tiers whose budgets add up to 9 ms, so that a tick in which every tier runs to
-// its deadline still fits in the 10 ms period; what does not fit (scheduling jitter, GC)
+// its deadline still fits in the period of 10 ms; what does not fit (scheduling jitter, GC)
 // is an overrun, handled by overrun: skip and recorded in the summary. Half the modules of
-// tiers 1-4 wait 20-200 µs per attempt (in practice about 1.1 ms: Go's timers do not wake
-// an idle process sooner), the others and the safety modules return at once, so that
-// emergencies come from the injected safety faults; injected latency spikes (2-6 ms) and
-// hangs (50-400 ms, ignoring the context) blow through the budgets on purpose.
+// tiers 1-4 wait 20-200 µs on each attempt (in practice longer: Go's timers do not wake
+// an idle process within a millisecond), the others and the safety modules return at
+// once, so that emergencies come from the injected safety faults; injected latency spikes
+// (2-6 ms) and hangs (50-400 ms, ignoring the context) blow through the budgets on purpose.
 //
 // Two valid variants alternate on reload. They differ in visible ways only: the budgets
 // of knowledge and perception, and a marker module (cfg_a or cfg_b) in the execution

@@ -126,34 +126,45 @@ func (c *Config) check() tiers.Problems {
 	for i, m := range c.Modules {
 		ps = append(ps, m.check(fmt.Sprintf("modules[%d]", i))...)
 	}
-	if _, port, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+	c.HTTP.check(c.tokenFromFile, add)
+	c.Log.check(add)
+	return ps
+}
+
+// check checks the http section; tokenFromFile tells an admin_token read from
+// admin_token_file from one set beside it.
+func (h HTTPConfig) check(tokenFromFile bool, add func(string, string, ...any)) {
+	if _, port, err := net.SplitHostPort(h.Addr); err != nil {
 		add("http.addr", "want host:port, e.g. 127.0.0.1:8080 (%v)", err)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		add("http.addr", "invalid port %q", port)
 	}
-	if rl := c.HTTP.ReadLimit; !(rl.Rate >= 0 && !math.IsInf(rl.Rate, 0)) {
+	if rl := h.ReadLimit; !(rl.Rate >= 0 && !math.IsInf(rl.Rate, 0)) {
 		add("http.read_limit.rate", "must be a number of requests a second >= 0 (0: no limit)")
 	}
-	if c.HTTP.ReadLimit.Burst < 0 {
+	if h.ReadLimit.Burst < 0 {
 		add("http.read_limit.burst", "must be >= 0")
 	}
-	if c.HTTP.ReadLimit.MaxWait < 0 {
+	if h.ReadLimit.MaxWait < 0 {
 		add("http.read_limit.max_wait", "must be >= 0")
 	}
-	if c.HTTP.AdminTokenFile != "" && c.HTTP.AdminToken != "" && !c.tokenFromFile {
+	if h.AdminTokenFile != "" && h.AdminToken != "" && !tokenFromFile {
 		add("http.admin_token_file", "set either admin_token or admin_token_file, not both")
 	}
-	switch c.Log.Level {
+}
+
+// check checks the log section.
+func (l LogConfig) check(add func(string, string, ...any)) {
+	switch l.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+		add("log.level", "unknown level %q (want debug, info, warn or error)", l.Level)
 	}
-	switch c.Log.Format {
+	switch l.Format {
 	case "console", "json":
 	default:
-		add("log.format", "unknown format %q (want console or json)", c.Log.Format)
+		add("log.format", "unknown format %q (want console or json)", l.Format)
 	}
-	return ps
 }
 
 // check runs the module-level checks, with paths under p ("" for a module on its own).

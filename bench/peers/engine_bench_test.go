@@ -1,0 +1,75 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cycled/cycled/cycle"
+)
+
+// BenchmarkEngineTick is one tick of cycled's engine in step mode in the harness's three
+// tick-cost steady states, for profiling one of them on its own:
+//
+//	cd bench && go test -run '^$' -bench 'EngineTick/open/N=500$' -benchmem -cpuprofile cpu.out ./peers
+//	go tool pprof -top peers.test cpu.out
+//
+// clean: every module succeeds. fail: every tenth module fails on every tick after
+// warm-up ticks that stored a value, breakers that never open. open: every tenth module
+// fails from the first tick on, and its breaker (threshold 5, cooldown 30 s) is open
+// before the timer starts, so every measured tick refuses it.
+func BenchmarkEngineTick(b *testing.B) {
+	for _, mode := range []string{"clean", "fail", "open"} {
+		for _, n := range []int{500, 5000} {
+			for _, timing := range []cycle.Timing{cycle.Coarse, cycle.Precise} {
+				name := fmt.Sprintf("%s/N=%d", mode, n)
+				if timing == cycle.Precise {
+					name += "/precise"
+				}
+				b.Run(name, func(b *testing.B) { benchEngineTick(b, mode, n, timing) })
+			}
+		}
+	}
+}
+
+func benchEngineTick(b *testing.B, mode string, n int, timing cycle.Timing) {
+	var on atomic.Bool
+	threshold := 1 << 30
+	if mode == "open" {
+		threshold = 5
+	}
+	spec := TrivialSpec(n, mode != "clean", &on, FiveTiers(time.Second, 1, 10*time.Millisecond, 100*time.Millisecond, threshold))
+	e, err := NewEngine(spec, timing)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	on.Store(mode == "open")
+	for range 20 { // warm-up: the open state's breakers open after the fifth tick
+		if err := e.Tick(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	on.Store(mode != "clean")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := e.Tick(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if mode == "open" {
+		refused := 0
+		for _, ln := range e.Last().Lines {
+			if ln.Status == StatusOpen {
+				refused++
+			}
+		}
+		if want := (n + 6) / 10; refused != want {
+			b.Fatalf("%d modules refused, want %d: the breakers are not open", refused, want)
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 // BenchmarkEngineTick is one tick of cycled's engine in step mode in the harness's three
 // tick-cost steady states, for profiling one of them on its own:
 //
-//	cd bench && go test -run '^$' -bench 'EngineTick/open/N=500$' -benchmem -cpuprofile cpu.out ./peers
+//	cd bench && go test -run '^$' -bench 'EngineTick/open/N=500$/coarse' -benchmem -cpuprofile cpu.out ./peers
 //	go tool pprof -top peers.test cpu.out
 //
 // clean: every module succeeds. fail: every tenth module fails on every tick after
@@ -24,10 +24,7 @@ func BenchmarkEngineTick(b *testing.B) {
 	for _, mode := range []string{"clean", "fail", "open"} {
 		for _, n := range []int{500, 5000} {
 			for _, timing := range []cycle.Timing{cycle.Coarse, cycle.Precise} {
-				name := fmt.Sprintf("%s/N=%d", mode, n)
-				if timing == cycle.Precise {
-					name += "/precise"
-				}
+				name := fmt.Sprintf("%s/N=%d/%s", mode, n, timing)
 				b.Run(name, func(b *testing.B) { benchEngineTick(b, mode, n, timing) })
 			}
 		}

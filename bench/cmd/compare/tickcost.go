@@ -38,6 +38,9 @@ type costSample struct {
 	Rep    int     `json:"rep"`
 	Ticks  int     `json:"ticks"`
 	MeanUs float64 `json:"mean_us"`
+	// P50Us is the median tick: on a shared machine, less moved than the mean by the
+	// ticks during which other processes held the CPUs.
+	P50Us  float64 `json:"p50_us,omitempty"`
 	P99Us  float64 `json:"p99_us"`
 	Allocs jfloat  `json:"allocs_per_tick"` // NaN: not measured (Python)
 	Bytes  jfloat  `json:"bytes_per_tick"`
@@ -175,7 +178,7 @@ func measureGo(c peers.Contender, on *atomic.Bool, m costMode, l limits) costSam
 		}
 	}
 	s := stats.Summarize(durs)
-	return costSample{Ticks: len(durs), MeanUs: s.Mean, P99Us: s.P99,
+	return costSample{Ticks: len(durs), MeanUs: s.Mean, P50Us: s.P50, P99Us: s.P99,
 		Allocs: jfloat(float64(m1.Mallocs-m0.Mallocs) / n), Bytes: jfloat(float64(m1.TotalAlloc-m0.TotalAlloc) / n),
 		CPUUs: jfloat(float64(cpu.Nanoseconds()) / 1e3 / n), NotOK: notOK, Refused: refused}
 }
@@ -304,7 +307,7 @@ func pythonCost(o *opts, py *pySketch, n int, m costMode, rep int) (costSample, 
 		fatalf("%v", err)
 	}
 	s := stats.Summarize(res.TickUs)
-	return costSample{Ticks: s.N, MeanUs: s.Mean, P99Us: s.P99, Allocs: jfloat(math.NaN()), Bytes: jfloat(math.NaN()), CPUUs: jfloat(math.NaN()),
+	return costSample{Ticks: s.N, MeanUs: s.Mean, P50Us: s.P50, P99Us: s.P99, Allocs: jfloat(math.NaN()), Bytes: jfloat(math.NaN()), CPUUs: jfloat(math.NaN()),
 		NotOK: res.NotOK, Refused: res.Refused}, true
 }
 

@@ -106,17 +106,19 @@ func costSizes(all []costSample) []int {
 
 func renderCost(r *results) string {
 	var b strings.Builder
-	names := []string{cEngine, cEnginePrecise, cFloor, cPlain, cFailsafe, cPython}
+	names := []string{cEngine, cEnginePrecise, cEngineHistory, cFloor, cPlain, cFailsafe, cPython}
 	fmt.Fprintf(&b, "Five tiers, N trivial modules spread over them, tier budget 1 s, one attempt, breakers that never open (but in `open 10%%`), history of 16 summaries (A and B: the same ring). "+
 		"`fail 10%%`: every tenth module fails transiently on every tick (none in the safety tier), after warm-up ticks that stored a last-known-good value, so each failure "+
 		"takes the whole fault path: classification, breaker failure, stale last-good fallback, degraded key. "+
 		"`open 10%%`: the same tenth of the modules fails on every call from the first tick on (it never had a value), with breakers that open after %d failed ticks "+
-		"(cooldown 30 s); the warm-up (at least %d ticks) opens them, so in steady state the breaker refuses every failing module each tick and nothing is served for it. The three states of a size run one after another, in an order rotated per repetition. Mean and p99 of back-to-back ticks in steady state (Go contenders: after a warm-up of at least 5 ticks and 0.25 s; C: 4 ticks, 1 from N = 5000 on); allocations and bytes from "+
+		"(cooldown 30 s); the warm-up (at least %d ticks) opens them, so in steady state the breaker refuses every failing module each tick and nothing is served for it. "+
+		"`cycled history 1000` (N = %s) is `cycled` with the engine's default history of 1000 summaries instead of 16, after a warm-up of at least 1000 ticks: past the newest %d summaries "+
+		"the history keeps only the lines that are not plain successes, so a failing or refused module's line lives on in it. The three states of a size run one after another, in an order rotated per repetition. Mean and p99 of back-to-back ticks in steady state (Go contenders: after a warm-up of at least 5 ticks and 0.25 s; C: 4 ticks, 1 from N = 5000 on); allocations and bytes from "+
 		"`runtime.MemStats` around the measured ticks (the whole process); CPU µs/tick: the process's CPU time over the measured ticks (`getrusage`, all threads; C: not measured), "+
 		"what a contender's use of the second core costs. `cycled` runs with the default timing (`coarse`); `cycled precise` (N = %s) with `timing: precise`, whose hand-offs between engine and runners spin "+
 		"instead of waking a sleeping thread (README, `cycle.timing`). `floor` (clean, N = %s) is not a contender but a bound: cycled's own components doing a successful module's work "+
 		"in a bare loop on one goroutine, without an engine (`bench/floor`; below, \"The floor\"). Medians over %d repetitions; the ratio column is the median of the per-repetition ratios of the means.\n\n",
-		openThreshold, openThreshold+1, joinInts(preciseCostSizes, ", "), joinInts(preciseCostSizes, ", "), r.Reps)
+		openThreshold, openThreshold+1, joinInts(preciseCostSizes, ", "), faultsummary.KeepWhole, joinInts(preciseCostSizes, ", "), joinInts(preciseCostSizes, ", "), r.Reps)
 	for _, m := range costModes {
 		fmt.Fprintf(&b, "**%s**\n\n", m)
 		b.WriteString("| N | contender | mean µs/tick | p99 µs/tick | CPU µs/tick | ns/module | allocs/tick | allocs/module | B/tick | reps × ticks | cycled ÷ this |\n")
@@ -231,7 +233,7 @@ func modeTable(r *results) string {
 		openTarget, joinInts(preciseCostSizes, " and "))
 	b.WriteString("| N | contender | fail 10% ÷ clean | open 10% ÷ clean | open 10% ÷ clean, median tick | open 10% ÷ clean, CPU | refused in open 10% |\n|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, n := range costSizes(r.Cost) {
-		for _, name := range []string{cEngine, cEnginePrecise, cPlain, cFailsafe, cPython} {
+		for _, name := range []string{cEngine, cEnginePrecise, cEngineHistory, cPlain, cFailsafe, cPython} {
 			if _, ok := aggCost(r.Cost, name, n, modeClean); !ok {
 				continue
 			}
@@ -503,6 +505,18 @@ func renderHTTP(r *results) string {
 	return b.String()
 }
 
+// openTargets adds the open-10% rows of engine contender name (suffix: how its rows are
+// told apart) to a targets table through row: its tick against its own clean tick.
+func openTargets(r *results, name, suffix string, row func(target, measured string, ok bool)) {
+	for _, n := range []int{5000, 500} {
+		if x, ok := modeOverClean(r.Cost, name, n, modeOpen); ok {
+			row(fmt.Sprintf("tick cost N=%d open 10%% ≤ %.1f × clean%s", n, openTarget, suffix),
+				fmt.Sprintf("%.3f × clean (%s µs vs %s µs; median tick %s ×, CPU time %s ×)", x.ratio, f(x.mode.mean), f(x.clean.mean), f(x.p50), f(x.cpu)),
+				x.ratio <= openTarget)
+		}
+	}
+}
+
 // costTargets adds the tick-cost targets of engine contender name (suffix: how its rows
 // are told apart) to a targets table through row.
 func costTargets(r *results, name, suffix string, row func(target, measured string, ok bool)) {
@@ -519,13 +533,6 @@ func costTargets(r *results, name, suffix string, row func(target, measured stri
 			if name == cEngine {
 				row(fmt.Sprintf("≤ 1 alloc/module/tick, N=%d %s", n, mode), fmt.Sprintf("%s allocs/module (%s allocs/tick)", f(e.allocs/float64(n)), f(e.allocs)), e.allocs/float64(n) <= 1)
 			}
-		}
-	}
-	for _, n := range []int{5000, 500} {
-		if x, ok := modeOverClean(r.Cost, name, n, modeOpen); ok {
-			row(fmt.Sprintf("tick cost N=%d open 10%% ≤ %.1f × clean%s", n, openTarget, suffix),
-				fmt.Sprintf("%.3f × clean (%s µs vs %s µs; median tick %s ×, CPU time %s ×)", x.ratio, f(x.mode.mean), f(x.clean.mean), f(x.p50), f(x.cpu)),
-				x.ratio <= openTarget)
 		}
 	}
 	if a, ok := aggCostOver(r.Cost, cFailsafe, name, 500, modeClean); ok {
@@ -553,6 +560,9 @@ func renderTargets(r *results) string {
 			if hasContender(r.Cost, c.name) {
 				costTargets(r, c.name, c.suffix, row)
 			}
+		}
+		for _, c := range []struct{ name, suffix string }{{cEngine, ""}, {cEnginePrecise, " (precise)"}, {cEngineHistory, " (history 1000)"}} {
+			openTargets(r, c.name, c.suffix, row)
 		}
 	}
 	if len(r.Deadline) > 0 {

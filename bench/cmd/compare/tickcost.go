@@ -20,6 +20,11 @@ const (
 	cEngine        = "cycled"
 	cEngineCoarse  = "cycled coarse"
 	cEnginePrecise = "cycled precise"
+	// cEngineHistory is cycled with the engine's default history of 1000 summaries (the
+	// other contenders keep 16, as A and B do): past the newest faultsummary.KeepWhole
+	// summaries the history keeps the lines that are not plain successes, so what a
+	// failing or refused module costs a tick includes its line's life in the history.
+	cEngineHistory = "cycled history 1000"
 	cPlain         = "A plain Go"
 	cFailsafe      = "B failsafe-go"
 	cPython        = "C asyncio"
@@ -69,6 +74,9 @@ const (
 
 // costModes are the steady states, in the tables' order.
 var costModes = []costMode{modeClean, modeFail, modeOpen}
+
+// historyDefault is the engine's default history (summaries kept).
+const historyDefault = 1000
 
 // openThreshold is the breakers' failure threshold in the open-10% state (their cooldown
 // is peers.FiveTiers's 30 s, longer than any measurement).
@@ -231,7 +239,7 @@ func runTickCost(o *opts, py *pySketch) []costSample {
 func caseContenders(n int, m costMode) []string {
 	names := []string{cEngine, cPlain, cFailsafe, cPython}
 	if slices.Contains(preciseCostSizes, n) {
-		names = append(names, cEnginePrecise)
+		names = append(names, cEnginePrecise, cEngineHistory)
 		if m == modeClean {
 			names = append(names, cFloor)
 		}
@@ -249,7 +257,7 @@ func rotate[T any](xs []T, k int) []T {
 // timing for cEnginePrecise, coarse otherwise).
 func newGoContender(name string, spec peers.Spec) peers.Contender {
 	switch name {
-	case cEngine, cEngineCoarse, cEnginePrecise:
+	case cEngine, cEngineCoarse, cEnginePrecise, cEngineHistory:
 		t := cycle.Coarse
 		if name == cEnginePrecise {
 			t = cycle.Precise
@@ -273,8 +281,14 @@ func newGoContender(name string, spec peers.Spec) peers.Contender {
 func goCost(o *opts, name string, n int, m costMode) (costSample, bool) {
 	var on atomic.Bool
 	spec := peers.TrivialSpec(n, m.failing(), &on, tiersForCost(m))
+	l := goLimits(n, o.quick)
+	if name == cEngineHistory {
+		// Steady state: a full history, whose oldest summaries are compacted.
+		spec.History = historyDefault
+		l.warmup = max(l.warmup, historyDefault)
+	}
 	c := newGoContender(name, spec)
-	s := measureGo(c, &on, m, goLimits(n, o.quick))
+	s := measureGo(c, &on, m, l)
 	c.Close()
 	return s, true
 }

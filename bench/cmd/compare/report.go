@@ -505,6 +505,36 @@ func renderHTTP(r *results) string {
 	return b.String()
 }
 
+// tickCostTargets adds the tick-cost section's targets to a targets table through row: for
+// the default timing, then for precise timing where it was measured; then the open-10%
+// rows, also for the default history.
+func tickCostTargets(r *results, row func(target, measured string, ok bool)) {
+	for _, c := range []struct{ name, suffix string }{{cEngine, ""}, {cEnginePrecise, " (precise)"}} {
+		if hasContender(r.Cost, c.name) {
+			costTargets(r, c.name, c.suffix, row)
+		}
+	}
+	for _, c := range []struct{ name, suffix string }{{cEngine, ""}, {cEnginePrecise, " (precise)"}, {cEngineHistory, " (history 1000)"}} {
+		openTargets(r, c.name, c.suffix, row)
+	}
+}
+
+// deadlineTargets adds the deadline section's targets to a targets table through row.
+func deadlineTargets(r *results, row func(target, measured string, ok bool)) {
+	if p, ok := aggDeadline(r.Deadline, cEnginePrecise); ok {
+		row("deadline overshoot p99 ≤ 0.25 ms (precise)", fmt.Sprintf("%s ms", f(p.p99)), p.p99 <= 0.25)
+	}
+	if c, ok := aggDeadline(r.Deadline, cEngineCoarse); ok {
+		a, _ := aggDeadline(r.Deadline, cPlain)
+		row("deadline overshoot p99 (coarse) ≤ A's", fmt.Sprintf("%s ms vs A %s ms (%s × A, median of per-repetition ratios)", f(c.p99), f(a.p99), f(c.overA)), c.overA <= 1)
+	}
+	for _, name := range []string{cEngineCoarse, cEnginePrecise} {
+		if c, ok := aggDeadline(r.Deadline, name); ok {
+			row("every status right ("+name+")", fmt.Sprintf("%d of %d ticks wrong", c.wrong, c.ticks), c.wrong == 0)
+		}
+	}
+}
+
 // openTargets adds the open-10% rows of engine contender name (suffix: how its rows are
 // told apart) to a targets table through row: its tick against its own clean tick.
 func openTargets(r *results, name, suffix string, row func(target, measured string, ok bool)) {
@@ -554,31 +584,8 @@ func renderTargets(r *results) string {
 	row := func(target, measured string, ok bool) {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", target, measured, metStr(ok))
 	}
-	if len(r.Cost) > 0 {
-		// The targets for the default timing, then for precise timing where it was measured.
-		for _, c := range []struct{ name, suffix string }{{cEngine, ""}, {cEnginePrecise, " (precise)"}} {
-			if hasContender(r.Cost, c.name) {
-				costTargets(r, c.name, c.suffix, row)
-			}
-		}
-		for _, c := range []struct{ name, suffix string }{{cEngine, ""}, {cEnginePrecise, " (precise)"}, {cEngineHistory, " (history 1000)"}} {
-			openTargets(r, c.name, c.suffix, row)
-		}
-	}
-	if len(r.Deadline) > 0 {
-		if p, ok := aggDeadline(r.Deadline, cEnginePrecise); ok {
-			row("deadline overshoot p99 ≤ 0.25 ms (precise)", fmt.Sprintf("%s ms", f(p.p99)), p.p99 <= 0.25)
-		}
-		if c, ok := aggDeadline(r.Deadline, cEngineCoarse); ok {
-			a, _ := aggDeadline(r.Deadline, cPlain)
-			row("deadline overshoot p99 (coarse) ≤ A's", fmt.Sprintf("%s ms vs A %s ms (%s × A, median of per-repetition ratios)", f(c.p99), f(a.p99), f(c.overA)), c.overA <= 1)
-		}
-		for _, name := range []string{cEngineCoarse, cEnginePrecise} {
-			if c, ok := aggDeadline(r.Deadline, name); ok {
-				row("every status right ("+name+")", fmt.Sprintf("%d of %d ticks wrong", c.wrong, c.ticks), c.wrong == 0)
-			}
-		}
-	}
+	tickCostTargets(r, row)
+	deadlineTargets(r, row)
 	// The period targets, for precise timing as configured by default and in a process
 	// limited to one P.
 	for _, pc := range []struct{ cont, mode string }{{"precise", "precise"}, {preciseOneP, "precise, GOMAXPROCS 1"}} {

@@ -196,34 +196,7 @@ type encoding struct {
 
 // New returns the API's handler. It panics if opts.Engine is nil.
 func New(opts Options) http.Handler {
-	if opts.Engine == nil {
-		panic("api: Options.Engine is nil")
-	}
-	s := &server{
-		opts:    opts,
-		e:       opts.Engine,
-		log:     opts.Logger,
-		boot:    strconv.FormatInt(time.Now().UnixNano(), 36),
-		started: opts.Engine.Clock().Now(),
-		ping:    opts.pingInterval,
-		maxBody: opts.MaxBodyBytes,
-		cop:     http.NewCrossOriginProtection(),
-		drains:  make(chan struct{}, maxDrains),
-	}
-	if s.log == nil {
-		s.log = zap.NewNop()
-	}
-	s.guard = newGuard(s.log, opts.Registry, opts.now)
-	if s.ping <= 0 {
-		s.ping = PingInterval
-	}
-	if s.maxBody <= 0 {
-		s.maxBody = DefaultMaxBodyBytes
-	}
-	if opts.Registry != nil {
-		s.metrics = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-	}
-
+	s := newServer(opts)
 	r := chi.NewRouter()
 	s.mux = r
 	r.Use(s.recoverer, s.limitBody, middleware.GetHead)
@@ -261,6 +234,39 @@ func New(opts Options) http.Handler {
 		r.Post("/config/reload", s.reload)
 	})
 	return r
+}
+
+// newServer returns the server of opts with its defaults applied. It panics if
+// opts.Engine is nil.
+func newServer(opts Options) *server {
+	if opts.Engine == nil {
+		panic("api: Options.Engine is nil")
+	}
+	s := &server{
+		opts:    opts,
+		e:       opts.Engine,
+		log:     opts.Logger,
+		boot:    strconv.FormatInt(time.Now().UnixNano(), 36),
+		started: opts.Engine.Clock().Now(),
+		ping:    opts.pingInterval,
+		maxBody: opts.MaxBodyBytes,
+		cop:     http.NewCrossOriginProtection(),
+		drains:  make(chan struct{}, maxDrains),
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	s.guard = newGuard(s.log, opts.Registry, opts.now)
+	if s.ping <= 0 {
+		s.ping = PingInterval
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if opts.Registry != nil {
+		s.metrics = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	}
+	return s
 }
 
 // recoverer turns a panic in a handler into a logged JSON 500. http.ErrAbortHandler is

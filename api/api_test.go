@@ -291,7 +291,7 @@ func TestLatestETagAndList(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("GET /ticks/latest: %d %s", res.StatusCode, b)
 	}
-	// The summary is served as marshalled by faultsummary: the DESIGN field names.
+	// The summary is served as marshalled by faultsummary: the contract's field names.
 	var raw map[string]any
 	if err := json.Unmarshal(b, &raw); err != nil {
 		t.Fatal(err)

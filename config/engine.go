@@ -16,6 +16,7 @@ import (
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/internal/rtsched"
+	"github.com/cycled/cycled/internal/strictdecode"
 	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
@@ -126,34 +127,45 @@ func (c *Config) check() tiers.Problems {
 	for i, m := range c.Modules {
 		ps = append(ps, m.check(fmt.Sprintf("modules[%d]", i))...)
 	}
-	if _, port, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+	c.HTTP.check(c.tokenFromFile, add)
+	c.Log.check(add)
+	return ps
+}
+
+// check checks the http section; tokenFromFile tells an admin_token read from
+// admin_token_file from one set beside it.
+func (h HTTPConfig) check(tokenFromFile bool, add func(string, string, ...any)) {
+	if _, port, err := net.SplitHostPort(h.Addr); err != nil {
 		add("http.addr", "want host:port, e.g. 127.0.0.1:8080 (%v)", err)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		add("http.addr", "invalid port %q", port)
 	}
-	if rl := c.HTTP.ReadLimit; !(rl.Rate >= 0 && !math.IsInf(rl.Rate, 0)) {
+	if rl := h.ReadLimit; !(rl.Rate >= 0 && !math.IsInf(rl.Rate, 0)) {
 		add("http.read_limit.rate", "must be a number of requests a second >= 0 (0: no limit)")
 	}
-	if c.HTTP.ReadLimit.Burst < 0 {
+	if h.ReadLimit.Burst < 0 {
 		add("http.read_limit.burst", "must be >= 0")
 	}
-	if c.HTTP.ReadLimit.MaxWait < 0 {
+	if h.ReadLimit.MaxWait < 0 {
 		add("http.read_limit.max_wait", "must be >= 0")
 	}
-	if c.HTTP.AdminTokenFile != "" && c.HTTP.AdminToken != "" && !c.tokenFromFile {
+	if h.AdminTokenFile != "" && h.AdminToken != "" && !tokenFromFile {
 		add("http.admin_token_file", "set either admin_token or admin_token_file, not both")
 	}
-	switch c.Log.Level {
+}
+
+// check checks the log section.
+func (l LogConfig) check(add func(string, string, ...any)) {
+	switch l.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+		add("log.level", "unknown level %q (want debug, info, warn or error)", l.Level)
 	}
-	switch c.Log.Format {
+	switch l.Format {
 	case "console", "json":
 	default:
-		add("log.format", "unknown format %q (want console or json)", c.Log.Format)
+		add("log.format", "unknown format %q (want console or json)", l.Format)
 	}
-	return ps
 }
 
 // check runs the module-level checks, with paths under p ("" for a module on its own).
@@ -165,34 +177,34 @@ func (m ModuleConfig) check(p string) tiers.Problems {
 	switch m.Kind {
 	case KindBuiltin:
 		if m.HTTP != nil {
-			add(join(p, "http"), "only valid with kind: http (add kind: http)")
+			add(strictdecode.Join(p, "http"), "only valid with kind: http (add kind: http)")
 		}
 		if m.Builtin != nil {
 			for _, q := range m.Builtin.Faults.Validate() {
-				add(sub(join(p, "builtin"), q.Path), "%s", q.Message)
+				add(strictdecode.Sub(strictdecode.Join(p, "builtin"), q.Path), "%s", q.Message)
 			}
 		}
 	case KindHTTP:
 		if m.Builtin != nil {
-			add(join(p, "builtin"), "only valid with kind: builtin")
+			add(strictdecode.Join(p, "builtin"), "only valid with kind: builtin")
 		}
 		var hs modules.HTTPSettings
 		if m.HTTP != nil {
 			var hps tiers.Problems
-			hs, hps = m.HTTP.settings(join(p, "http"))
+			hs, hps = m.HTTP.settings(strictdecode.Join(p, "http"))
 			ps = append(ps, hps...)
 		}
 		for _, q := range hs.Validate() {
-			add(sub(join(p, "http"), q.Path), "%s", q.Message)
+			add(strictdecode.Sub(strictdecode.Join(p, "http"), q.Path), "%s", q.Message)
 		}
 	default:
-		add(join(p, "kind"), "unknown kind %q (want builtin or http)", m.Kind)
+		add(strictdecode.Join(p, "kind"), "unknown kind %q (want builtin or http)", m.Kind)
 	}
 	if m.Every < 0 || m.Every > tiers.MaxEvery {
-		add(join(p, "every"), "must be between 1 and %d", tiers.MaxEvery)
+		add(strictdecode.Join(p, "every"), "must be between 1 and %d", tiers.MaxEvery)
 	}
 	if m.MaxAttempts < 0 || m.MaxAttempts > tiers.MaxAttempts {
-		add(join(p, "max_attempts"), "must be between 1 and %d", tiers.MaxAttempts)
+		add(strictdecode.Join(p, "max_attempts"), "must be between 1 and %d", tiers.MaxAttempts)
 	}
 	return ps
 }
@@ -335,7 +347,7 @@ func (m ModuleConfig) registration(p string, o buildOptions) (cycle.Registration
 	}
 	b, err := modules.NewBuiltin(s, o.moduleOptions()...)
 	if err != nil {
-		return reg, problemsUnder(join(p, "builtin"), err)
+		return reg, problemsUnder(strictdecode.Join(p, "builtin"), err)
 	}
 	reg.Module = b
 	return reg, nil
@@ -350,7 +362,7 @@ func problemsUnder(prefix string, err error) tiers.Problems {
 	}
 	var ps tiers.Problems
 	for _, q := range ve.Problems {
-		ps = append(ps, tiers.Problem{Path: sub(prefix, q.Path), Message: q.Message})
+		ps = append(ps, tiers.Problem{Path: strictdecode.Sub(prefix, q.Path), Message: q.Message})
 	}
 	return ps
 }
@@ -369,7 +381,7 @@ func (c HTTPModuleConfig) settings(p string) (modules.HTTPSettings, tiers.Proble
 	for name, hv := range c.Headers {
 		v, path, err := hv.resolve()
 		if err != nil {
-			ps = append(ps, tiers.Problem{Path: sub(join(join(p, "headers"), name), path), Message: err.Error()})
+			ps = append(ps, tiers.Problem{Path: strictdecode.Sub(strictdecode.Join(strictdecode.Join(p, "headers"), name), path), Message: err.Error()})
 			continue
 		}
 		if s.Headers == nil {
@@ -387,7 +399,7 @@ func (m ModuleConfig) httpRegistration(reg cycle.Registration, p string, o build
 	var hs modules.HTTPSettings
 	if m.HTTP != nil {
 		var ps tiers.Problems
-		if hs, ps = m.HTTP.settings(join(p, "http")); len(ps) > 0 {
+		if hs, ps = m.HTTP.settings(strictdecode.Join(p, "http")); len(ps) > 0 {
 			return reg, ps
 		}
 	}
@@ -399,7 +411,7 @@ func (m ModuleConfig) httpRegistration(reg cycle.Registration, p string, o build
 	}
 	h, err := modules.NewHTTP(hs, modules.WithClock(o.clock), modules.WithReplay(reg.Spec.IsIdempotent()))
 	if err != nil {
-		return reg, problemsUnder(join(p, "http"), err)
+		return reg, problemsUnder(strictdecode.Join(p, "http"), err)
 	}
 	reg.Module = h
 	return reg, nil

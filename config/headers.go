@@ -8,15 +8,11 @@ import (
 	"reflect"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/cycled/cycled/modules"
 )
 
 // maxHeaderFile is the largest file a header value is read from.
 const maxHeaderFile = 4 << 10
-
-var headerValueType = reflect.TypeFor[HeaderValue]()
 
 // resolve returns the header's value; on error, path names the offending field ("env",
 // "file", or "" for the value as a whole).
@@ -85,11 +81,6 @@ func (c HTTPModuleConfig) plainValue() any {
 // plainer is a value with its own plain form in GET /config (see encodePlain).
 type plainer interface{ plainValue() any }
 
-// headerScalar decodes a header value given as a plain string (a literal).
-func (d *decoder) headerScalar(n *yaml.Node, v reflect.Value, path string) {
-	if d.json && n.Tag != "!!str" {
-		d.failShape(path, n, "want a string or {\"env\": NAME} or {\"file\": PATH}, got %s", kindName(n))
-		return
-	}
-	v.Set(reflect.ValueOf(HeaderValue{Value: n.Value}))
-}
+// SetScalar sets h to the literal value v: the decoder calls it for a header value given
+// as a plain string instead of a mapping.
+func (h *HeaderValue) SetScalar(v string) { *h = HeaderValue{Value: v} }

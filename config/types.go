@@ -14,8 +14,8 @@ import (
 	"github.com/cycled/cycled/tiers"
 )
 
-// Config is the daemon's configuration. The yaml tags are the key names of DESIGN.md's
-// reference configuration; a Config returned by Load has every default applied, so it is
+// Config is the daemon's configuration. The yaml tags are the key names of the
+// configuration reference (README.md), which are part of the contract; a Config returned by Load has every default applied, so it is
 // also the effective configuration shown by GET /config (through Redacted).
 type Config struct {
 	// Cycle configures the scheduler.
@@ -335,13 +335,12 @@ func (b *ByteSize) UnmarshalText(t []byte) error {
 }
 
 // DefaultReadRate is http.read_limit.rate when the file omits it: read requests served a
-// second. Measured on a 2-core machine (BENCHMARKS.md, "HTTP under load"): 64 clients
-// polling /ticks/latest in a tight loop moved the tick start lag p99 by 30 µs at 2000 a
-// second and by 0.5 ms at 5000; unlimited, by 4–6 ms.
+// second. It keeps the tick's start lag within its target on a two-core machine under
+// clients polling in a tight loop (BENCHMARKS.md, "HTTP under load"; docs/decisions.md).
 const DefaultReadRate = 1000
 
-// Defaults returns the configuration used for every key a file omits: DESIGN.md's
-// reference values, the five seed tiers, and no modules.
+// Defaults returns the configuration used for every key a file omits: the documented
+// defaults (README.md, "Configuration"), the five seed tiers, and no modules.
 func Defaults() *Config {
 	bo := tiers.DefaultBackoff()
 	c := &Config{

@@ -3,7 +3,6 @@ package modules
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -221,5 +220,3 @@ func (s Settings) MarshalJSON() ([]byte, error) {
 	out = append(out, ',')
 	return append(out, b[1:]...), nil
 }
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

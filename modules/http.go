@@ -327,21 +327,7 @@ type tickRequest struct {
 // Run performs one attempt: it POSTs the inputs and classifies the answer (see HTTP).
 // in may be nil (tick 0, attempt 1, no inputs).
 func (h *HTTP) Run(ctx context.Context, in *tiers.Input) (any, error) {
-	req := tickRequest{Attempt: 1, Inputs: map[string]blackboard.Entry{}}
-	var tierDeadline time.Time
-	if in != nil {
-		req.TickID, req.Module, req.Tier, tierDeadline = in.TickID(), in.Module(), in.Tier(), in.Deadline()
-		if a := in.Attempt(); a > 0 {
-			req.Attempt = a
-		}
-		for _, k := range in.Reads() {
-			e, ok := in.Get(k)
-			if !ok {
-				e = blackboard.Entry{Key: k}
-			}
-			req.Inputs[k] = e
-		}
-	}
+	req, tierDeadline := newTickRequest(in)
 	now := h.clock.Now()
 	if h.settings.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -355,11 +341,45 @@ func (h *HTTP) Run(ctx context.Context, in *tiers.Input) (any, error) {
 	if !deadline.IsZero() {
 		req.Deadline = deadline.UTC().Format(time.RFC3339Nano)
 	}
+	hr, err := h.newRequest(ctx, req, max(deadline.Sub(now), 0))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := h.client.Do(hr)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	return h.readAnswer(ctx, resp)
+}
+
+// newTickRequest returns the body of the POST for in (nil: tick 0, attempt 1, no inputs),
+// without its deadline, and the tier's deadline.
+func newTickRequest(in *tiers.Input) (tickRequest, time.Time) {
+	req := tickRequest{Attempt: 1, Inputs: map[string]blackboard.Entry{}}
+	if in == nil {
+		return req, time.Time{}
+	}
+	req.TickID, req.Module, req.Tier = in.TickID(), in.Module(), in.Tier()
+	if a := in.Attempt(); a > 0 {
+		req.Attempt = a
+	}
+	for _, k := range in.Reads() {
+		e, ok := in.Get(k)
+		if !ok {
+			e = blackboard.Entry{Key: k}
+		}
+		req.Inputs[k] = e
+	}
+	return req, in.Deadline()
+}
+
+// newRequest builds the POST of req with its headers; left is the time left before the
+// deadline, sent when req has one.
+func (h *HTTP) newRequest(ctx context.Context, req tickRequest, left time.Duration) (*http.Request, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fault.Validation(fmt.Errorf("encode the inputs: %w", err))
 	}
-
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, fault.Permanent(fmt.Errorf("build the request: %w", err))
@@ -384,14 +404,14 @@ func (h *HTTP) Run(ctx context.Context, in *tiers.Input) (any, error) {
 	hr.Header.Set(HeaderRun, RunID())
 	if req.Deadline != "" {
 		hr.Header.Set(HeaderDeadline, req.Deadline)
-		left := max(deadline.Sub(now), 0)
 		hr.Header.Set(HeaderBudget, strconv.FormatFloat(float64(left.Microseconds())/1000, 'f', -1, 64))
 	}
+	return hr, nil
+}
 
-	resp, err := h.client.Do(hr)
-	if err != nil {
-		return nil, transportError(ctx, err)
-	}
+// readAnswer reads and classifies the answer resp, never more than MaxBody+1 bytes, and
+// closes its body.
+func (h *HTTP) readAnswer(ctx context.Context, resp *http.Response) (any, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// Armed until the drain below is done: closing the body ends a read that waits.
 		t := h.clock.AfterFunc(errorBodyWait, func() { resp.Body.Close() })

@@ -195,7 +195,7 @@ func dump(ps Problems) string {
 	return b.String()
 }
 
-// TestBudgetProblemText pins the exact text DESIGN.md shows for `cycled validate`.
+// TestBudgetProblemText pins the exact text the contract shows for `cycled validate`.
 func TestBudgetProblemText(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Tiers[2].Budget = 0

@@ -2,7 +2,7 @@
 // kernel keeps its own clock with it. It is the leaf under clock.Stamp: the engine times
 // every module it runs, and a plain RDTSC is a fraction of the cost of a monotonic clock
 // read, which the vDSO orders behind the instructions before it (RDTSCP, or a fence and
-// RDTSC). The figures are in BENCHMARKS.md (BenchmarkElapsed, the counter round).
+// RDTSC). BenchmarkElapsed in BENCHMARKS.md has the figures.
 //
 // The counter is used only where the kernel trusts it: on Linux on amd64 with the clock
 // source "tsc" (the kernel then checked that it is invariant and synchronised across
@@ -13,9 +13,9 @@
 // come (the last is 10 s after the first).
 //
 // The counter's rate is calibrated against the monotonic clock, from pairs of readings
-// taken by Sample: the first one is the anchor, and a rate is set at 100 ms after it and
-// measured again at 1 s and 10 s, each time over the whole span. Until the first, Sample
-// returns 0. A rate measured against CLOCK_MONOTONIC follows its slewing by NTP at the
-// time of measuring (at most 500 ppm), so callers re-read the clock now and then rather
-// than chain counter intervals for long.
+// taken by Sample: the first one is the anchor, and a rate is set once 100 ms have passed
+// since it, then again at 1 s and 10 s, each time over the whole span. Until the first,
+// Sample returns 0. A rate taken against CLOCK_MONOTONIC follows its slewing by NTP at the
+// time (at most 500 ppm), so callers re-read the clock now and then rather than chain
+// counter intervals for long.
 package tsc

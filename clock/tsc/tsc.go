@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Calibration spans: the first rate is measured over firstSpan after the anchor, each
-// later one over spanGrowth times the last, until a span reaches lastSpan.
+// Calibration spans: the first rate is taken over firstSpan after the anchor, each later
+// one over spanGrowth times the last, until a span reaches lastSpan.
 const (
 	firstSpan  = 100 * time.Millisecond
 	spanGrowth = 10
@@ -19,12 +19,12 @@ const (
 	pairTries  = 4
 )
 
-// rate is a calibration: the anchor pair, the rate measured so far and when to measure
-// it again. It is replaced whole, never written in place.
+// rate is a calibration: the anchor pair, the rate found so far and when to calibrate
+// again. It is replaced whole, never written in place.
 type rate struct {
 	at    time.Time // the anchor's clock reading (with its monotonic reading)
 	c     uint64    // the counter at the anchor
-	nsPer float64   // nanoseconds per count; 0: not measured yet
+	nsPer float64   // nanoseconds per count; 0: not calibrated yet
 	next  time.Duration
 }
 

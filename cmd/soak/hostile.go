@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -101,6 +103,9 @@ func (h *hostile) send(ctx context.Context, a attempt) (int, []byte, error) {
 // 403, or 429 once the address is slowed down), and the module it tries to register must
 // never appear.
 func (s *soak) attacker(ctx context.Context) {
+	if s.hostile == nil {
+		return
+	}
 	r := s.rng(70)
 	h := s.hostile
 	evil := "evil_module"
@@ -222,6 +227,9 @@ func startTokenless(bin, dir string) (*daemon, error) {
 // and, now and then, what the daemon's own page would (a loopback Host and the same
 // Origin), which must be served.
 func (s *soak) rebinder(ctx context.Context) {
+	if s.rebind == nil {
+		return
+	}
 	r := s.rng(72)
 	h := s.rebind
 	_, port, _ := net.SplitHostPort(h.host)
@@ -258,6 +266,9 @@ func (s *soak) rebinder(ctx context.Context) {
 // tokenlessLeaks checks, at the end, that the hostile module does not exist on the
 // token-less daemon, and stops it.
 func (s *soak) tokenlessLeaks(ctx context.Context) []string {
+	if s.tokenless == nil {
+		return nil
+	}
 	var out []string
 	c := &client{base: s.tokenless.base, hc: s.c.hc}
 	if res, err := c.do(ctx, http.MethodGet, "/modules/evil_module", nil, false); err != nil || res.status != http.StatusNotFound {
@@ -270,4 +281,41 @@ func (s *soak) tokenlessLeaks(ctx context.Context) []string {
 		out = append(out, "token-less daemon: a presented token appears in its log")
 	}
 	return out
+}
+
+// arm sets the remote modules' secret and prepares the hostile actors: against the
+// checked daemon from hostileIP, and against tokenless. If hostileIP cannot be used, the
+// hostile actors do not run and the report says so.
+func (s *soak) arm(tokenless *daemon, logf func(string, ...any)) error {
+	s.secret = "secret-" + randomHex(8)
+	s.remote.setAuth(s.secretHeader(), s.secretQuery())
+	h, err := newHostile(s.c.base, "wrong-"+randomHex(8))
+	if err != nil {
+		s.hostileNote = "the hostile actors did not run: " + err.Error()
+		logf("%s", s.hostileNote)
+		return nil
+	}
+	s.hostile = h
+	if s.rebind, err = newHostile(tokenless.base, h.wrong); err != nil {
+		return err
+	}
+	s.tokenless = tokenless
+	return nil
+}
+
+// printHostile prints what the hostile actors did.
+func (s *soak) printHostile(p func(string, ...any)) {
+	p("  hostile          %d refused (wrong token %d, rebinding %d, rebinding with a token %d, cross-site %d; 401 %d, 403 %d, 429 %d), none admitted; %d secret checks of read routes",
+		s.get("hostile.status.401")+s.get("hostile.status.403")+s.get("hostile.status.429"), s.get("hostile.wrong_token"),
+		s.get("hostile.rebinding"), s.get("hostile.rebinding_token"), s.get("hostile.cross_site"),
+		s.get("hostile.status.401"), s.get("hostile.status.403"), s.get("hostile.status.429"), s.get("leak.reads"))
+	p("  token-less       a second daemon without a token: %d rebinding and foreign-origin requests refused, %d same-origin loopback requests served",
+		s.get("tokenless.refused"), s.get("tokenless.own_page"))
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

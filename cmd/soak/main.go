@@ -79,6 +79,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -88,6 +89,74 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	o, ok := parseFlags(args, stderr)
+	if !ok {
+		return 2
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "soak: "+format+"\n", a...) }
+	tmp, err := os.MkdirTemp("", "cycled-soak-")
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	if o.keep {
+		logf("keeping %s", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	r := &runner{o: o, tmp: tmp, logf: logf}
+	if err := r.configure(); err != nil {
+		logf("%v", err)
+		return 1
+	}
+	// The token-less daemon first: its start must not disturb the ticks checked.
+	tokenless, err := startTokenless(r.o.bin, tmp)
+	if err != nil {
+		logf("the token-less daemon did not start: %v", err)
+		return 1
+	}
+	defer tokenless.kill()
+	d, err := startDaemon(r.o.bin, r.cfgPath)
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	defer d.kill()
+	if o.keep {
+		defer func() { _ = os.WriteFile(filepath.Join(tmp, "daemon.log"), []byte(d.logText()), 0o600) }()
+	}
+	logf("daemon pid %d on %s; soaking for %s (seed %d)", d.pid, d.base, o.duration, o.seed)
+	r.connect(d)
+	defer r.s.remote.close()
+	if err := r.s.arm(tokenless, logf); err != nil {
+		logf("%v", err)
+		return 1
+	}
+	if !r.waitReady() {
+		return 1
+	}
+	crashed, elapsed := r.soak()
+	if !r.report(crashed, elapsed).write(stdout) {
+		fmt.Fprintf(stderr, "\nlast lines of the daemon's log:\n%s\n", d.tail(30))
+		return 1
+	}
+	return 0
+}
+
+// options are the command's flags.
+type options struct {
+	duration time.Duration
+	seed     uint64
+	tol      time.Duration
+	race     bool
+	bin      string
+	keep     bool
+	allow    map[string]bool // rules and known issues that do not fail the soak
+}
+
+// parseFlags parses the command line (and $SOAK, $SOAK_ALLOW); false after an error,
+// which it has printed.
+func parseFlags(args []string, stderr io.Writer) (options, bool) {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	def := 60 * time.Second
@@ -95,225 +164,203 @@ func run(args []string, stdout, stderr io.Writer) int {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			fmt.Fprintf(stderr, "soak: SOAK=%q: %v\n", v, err)
-			return 2
+			return options{}, false
 		}
 		def = d
 	}
-	duration := fs.Duration("duration", def, "how long to soak (default $SOAK, else 60s)")
-	seed := fs.Uint64("seed", 0, "random seed (0: from the clock)")
-	tol := fs.Duration("tolerance", 20*time.Millisecond, "how far past its budget a tier may run on the wall clock")
-	race := fs.Bool("race", false, "build the daemon with the race detector")
-	bin := fs.String("bin", "", "daemon binary (default: build ./cmd/cycled)")
-	keep := fs.Bool("keep", false, "keep the temporary directory (configuration, state, daemon log, violating summaries)")
+	var o options
+	fs.DurationVar(&o.duration, "duration", def, "how long to soak (default $SOAK, else 60s)")
+	fs.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
+	fs.DurationVar(&o.tol, "tolerance", 20*time.Millisecond, "how far past its budget a tier may run on the wall clock")
+	fs.BoolVar(&o.race, "race", false, "build the daemon with the race detector")
+	fs.StringVar(&o.bin, "bin", "", "daemon binary (default: build ./cmd/cycled)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (configuration, state, daemon log, violating summaries)")
 	allow := fs.String("allow", os.Getenv("SOAK_ALLOW"), "comma-separated checker rules (and known-issue keys such as reload_syntax) that are listed but do not fail the soak (default $SOAK_ALLOW)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return options{}, false
 	}
-	if *seed == 0 {
-		*seed = uint64(time.Now().UnixNano())
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano())
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "soak: "+format+"\n", a...) }
-
-	tmp, err := os.MkdirTemp("", "cycled-soak-")
-	if err != nil {
-		logf("%v", err)
-		return 1
-	}
-	if *keep {
-		logf("keeping %s", tmp)
-	} else {
-		defer os.RemoveAll(tmp)
-	}
-	if *bin == "" {
-		logf("building the daemon")
-		if *bin, err = buildDaemon(context.Background(), tmp, *race); err != nil {
-			logf("%v", err)
-			return 1
+	o.allow = map[string]bool{}
+	for _, a := range strings.Split(*allow, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			o.allow[a] = true
 		}
 	}
+	return o, true
+}
 
-	set := settings{
+// runner is one soak: its options, the generated configuration, the daemon and the actors
+// that drive and watch it.
+type runner struct {
+	o       options
+	tmp     string
+	logf    func(format string, a ...any)
+	set     settings
+	mods    []module
+	book    *book
+	cfgPath string
+
+	d     *daemon
+	f     *feed
+	s     *soak
+	smp   *sampler
+	probe *stallProbe
+}
+
+// configure builds the daemon unless -bin names one, and writes the first variant of the
+// generated configuration.
+func (r *runner) configure() error {
+	if r.o.bin == "" {
+		r.logf("building the daemon")
+		bin, err := buildDaemon(context.Background(), r.tmp, r.o.race)
+		if err != nil {
+			return err
+		}
+		r.o.bin = bin
+	}
+	tok := make([]byte, 16)
+	_, _ = rand.Read(tok)
+	r.set = settings{
 		// Enough history to fill any gap of the SSE feed (several seconds), small enough
 		// that it is full within the warm-up third of the run (the RSS trend rule).
-		history:  min(2000, max(300, int(*duration/time.Second)*100/6)),
-		token:    "soak-" + randomHex(16),
-		stateDir: filepath.Join(tmp, "state"),
+		history:  min(2000, max(300, int(r.o.duration/time.Second)*100/6)),
+		token:    "soak-" + hex.EncodeToString(tok),
+		stateDir: filepath.Join(r.tmp, "state"),
 	}
-	mods := genModules()
+	r.mods = genModules()
 	yamls := map[string]string{}
 	for _, v := range variants {
-		yamls[v.marker] = render(v, mods, set)
+		yamls[v.marker] = render(v, r.mods, r.set)
 	}
 	bk, err := newBook(yamls)
 	if err != nil {
-		logf("generated configuration: %v", err)
-		return 1
+		return fmt.Errorf("generated configuration: %w", err)
 	}
-	cfgPath := filepath.Join(tmp, "cycled.yaml")
-	if err := writeAtomic(cfgPath, yamls[variants[0].marker]); err != nil {
-		logf("%v", err)
-		return 1
-	}
-	// The token-less daemon first: its start must not compete with the ticks checked.
-	tokenless, err := startTokenless(*bin, tmp)
-	if err != nil {
-		logf("the token-less daemon did not start: %v", err)
-		return 1
-	}
-	defer tokenless.kill()
-	d, err := startDaemon(*bin, cfgPath)
-	if err != nil {
-		logf("%v", err)
-		return 1
-	}
-	defer d.kill()
-	if *keep {
-		defer func() { _ = os.WriteFile(filepath.Join(tmp, "daemon.log"), []byte(d.logText()), 0o600) }()
-	}
-	logf("daemon pid %d on %s; soaking for %s (seed %d)", d.pid, d.base, *duration, *seed)
+	r.book = bk
+	r.cfgPath = filepath.Join(r.tmp, "cycled.yaml")
+	return writeAtomic(r.cfgPath, yamls[variants[0].marker])
+}
 
-	c := newClient(d.base, set.token)
+// connect makes the client, the checker's feed, the remote modules' server and the actors
+// for the daemon d.
+func (r *runner) connect(d *daemon) {
+	r.d = d
+	c := newClient(d.base, r.set.token)
 	ops := newOpLog()
-	f := newFeed(c, bk, ops, *tol, variants[0].marker)
-	if *keep {
-		f.dump = filepath.Join(tmp, "violations")
+	r.f = newFeed(c, r.book, ops, r.o.tol, variants[0].marker)
+	if r.o.keep {
+		r.f.dump = filepath.Join(r.tmp, "violations")
 	}
-	rem := newRemote(*seed)
-	defer rem.close()
-	s := &soak{c: c, feed: f, ops: ops, book: bk, remote: rem, mods: mods, set: set, cfg: cfgPath, seed: *seed,
-		counts: map[string]int{}, httpKind: true, secret: "secret-" + randomHex(8)}
-	rem.setAuth(s.secretHeader(), s.secretQuery())
-	if s.hostile, err = newHostile(d.base, "wrong-"+randomHex(8)); err != nil {
-		s.hostileNote = "the hostile actors did not run: " + err.Error()
-		logf("%s", s.hostileNote)
-	} else if s.rebind, err = newHostile(tokenless.base, s.hostile.wrong); err != nil {
-		logf("%v", err)
-		return 1
-	} else {
-		s.tokenless = tokenless
-	}
-	smp := &sampler{c: c, pid: d.pid}
-	probe := &stallProbe{}
+	r.s = &soak{c: c, feed: r.f, ops: ops, book: r.book, remote: newRemote(r.o.seed), mods: r.mods, set: r.set,
+		cfg: r.cfgPath, seed: r.o.seed, counts: map[string]int{}, httpKind: true}
+	r.smp = &sampler{c: c, pid: d.pid}
+	r.probe = &stallProbe{}
+}
 
-	// Ready: the first tick has completed (before it, GET /ticks/latest answers 503).
+// waitReady waits until the first tick has completed (before it, GET /ticks/latest answers
+// 503); false, said, when it does not come within 20 s.
+func (r *runner) waitReady() bool {
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		r, err := c.do(context.Background(), "GET", "/readyz", nil, false)
-		if err == nil && r.status == 200 {
-			break
+		res, err := r.s.c.do(context.Background(), "GET", "/readyz", nil, false)
+		if err == nil && res.status == 200 {
+			return true
 		}
 		if time.Now().After(deadline) {
-			logf("the daemon is not ready after 20 s (%v %d):\n%s", err, r.status, d.tail(30))
-			return 1
+			r.logf("the daemon is not ready after 20 s (%v %d):\n%s", err, res.status, r.d.tail(30))
+			return false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
 
+// soak runs the feed and the actors for the duration, or until the daemon exits (crashed),
+// and reports how long it ran.
+func (r *runner) soak() (crashed bool, elapsed time.Duration) {
 	t0 := time.Now()
 	fctx, fcancel := context.WithCancel(context.Background())
 	var fwg sync.WaitGroup
 	fwg.Add(2)
-	go func() { defer fwg.Done(); f.stream(fctx) }()
-	go func() { defer fwg.Done(); f.run(fctx) }()
+	go func() { defer fwg.Done(); r.f.stream(fctx) }()
+	go func() { defer fwg.Done(); r.f.run(fctx) }()
 
-	actx, acancel := context.WithTimeout(context.Background(), *duration)
+	actx, acancel := context.WithTimeout(context.Background(), r.o.duration)
 	defer acancel()
 	var awg sync.WaitGroup
-	spawn := func(fn func(context.Context)) {
+	s := r.s
+	for _, fn := range []func(context.Context){
+		func(ctx context.Context) { r.smp.run(ctx, t0) }, r.probe.run, s.faults,
+		func(ctx context.Context) { s.poller(ctx, 0) }, func(ctx context.Context) { s.poller(ctx, 1) },
+		s.longPoller, func(ctx context.Context) { s.sseHolder(ctx, 0, false) },
+		func(ctx context.Context) { s.sseHolder(ctx, 1, true) }, s.reader, s.registrar, s.reloader, s.resetter,
+		s.leakReader, s.attacker, s.rebinder,
+	} {
 		awg.Add(1)
 		go func() { defer awg.Done(); fn(actx) }()
 	}
-	spawn(func(ctx context.Context) { smp.run(ctx, t0) })
-	spawn(probe.run)
-	spawn(s.faults)
-	spawn(func(ctx context.Context) { s.poller(ctx, 0) })
-	spawn(func(ctx context.Context) { s.poller(ctx, 1) })
-	spawn(s.longPoller)
-	spawn(func(ctx context.Context) { s.sseHolder(ctx, 0, false) })
-	spawn(func(ctx context.Context) { s.sseHolder(ctx, 1, true) })
-	spawn(s.reader)
-	spawn(s.registrar)
-	spawn(s.reloader)
-	spawn(s.resetter)
-	spawn(s.leakReader)
-	if s.hostile != nil {
-		spawn(s.attacker)
-		spawn(s.rebinder)
-	}
-
-	crashed := false
-	progress := time.NewTicker(progressEvery(*duration))
-	defer progress.Stop()
-wait:
-	for {
-		select {
-		case <-actx.Done():
-			break wait
-		case <-d.exited:
-			crashed = true
-			acancel()
-			break wait
-		case <-progress.C:
-			smp.mu.Lock()
-			var g, rss float64
-			if n := len(smp.samples); n > 0 {
-				g, rss = smp.samples[n-1].goroutines, smp.samples[n-1].rss
-			}
-			smp.mu.Unlock()
-			last, vs := f.progress()
-			real, excused := probe.split(vs)
-			s.mu.Lock()
-			nf := len(s.failures)
-			s.mu.Unlock()
-			logf("%3.0fs: checked up to tick %d, %d violation(s) (+%d excused by host stalls), %d failure(s), %.0f goroutines, RSS %.1f MiB",
-				time.Since(t0).Seconds(), last, len(real), len(excused), nf, g, rss/(1<<20))
-		}
-	}
+	crashed = r.await(actx, acancel, t0)
 	awg.Wait()
 	fcancel()
 	fwg.Wait()
-	elapsed := time.Since(t0)
-
-	var drainErr error
-	if !crashed {
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		drainErr = f.drain(dctx)
-		cancel()
-	}
-	var leaks []string
-	if !crashed {
-		leaks = s.tokenLeaks(context.Background(), d)
-		leaks = append(leaks, s.hostileLeaks(context.Background(), d.logText())...)
-	}
-	if s.tokenless != nil {
-		leaks = append(leaks, s.tokenlessLeaks(context.Background())...)
-	}
-	exitCode, took, stopErr := d.stop(5 * time.Second)
-	if strings.Contains(d.logText(), set.token) {
-		leaks = append(leaks, "the admin token appears in the daemon's log")
-	}
-	leaks = append(leaks, s.logLeaks(d.logText())...) // the whole log, shutdown included
-
-	allowed := map[string]bool{}
-	for _, a := range strings.Split(*allow, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			allowed[a] = true
-		}
-	}
-	rep := &report{s: s, f: f, smp: smp, probe: probe, d: d, allowed: allowed, duration: *duration, elapsed: elapsed, seed: *seed, tol: *tol,
-		crashed: crashed, drainErr: drainErr, leaks: leaks, exitCode: exitCode, stopTook: took, stopErr: stopErr, history: set.history}
-	ok := rep.write(stdout)
-	if !ok {
-		fmt.Fprintf(stderr, "\nlast lines of the daemon's log:\n%s\n", d.tail(30))
-		return 1
-	}
-	return 0
+	return crashed, time.Since(t0)
 }
 
-// randomHex returns n random bytes in hex.
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+// await logs progress until ctx ends or the daemon exits (true; it then cancels ctx).
+func (r *runner) await(ctx context.Context, cancel context.CancelFunc, t0 time.Time) bool {
+	progress := time.NewTicker(progressEvery(r.o.duration))
+	defer progress.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-r.d.exited:
+			cancel()
+			return true
+		case <-progress.C:
+			r.logProgress(t0)
+		}
+	}
+}
+
+// logProgress logs how far the checker got and the last resource sample.
+func (r *runner) logProgress(t0 time.Time) {
+	r.smp.mu.Lock()
+	var g, rss float64
+	if n := len(r.smp.samples); n > 0 {
+		g, rss = r.smp.samples[n-1].goroutines, r.smp.samples[n-1].rss
+	}
+	r.smp.mu.Unlock()
+	last, vs := r.f.progress()
+	real, excused := r.probe.split(vs)
+	r.s.mu.Lock()
+	nf := len(r.s.failures)
+	r.s.mu.Unlock()
+	r.logf("%3.0fs: checked up to tick %d, %d violation(s) (+%d excused by host stalls), %d failure(s), %.0f goroutines, RSS %.1f MiB",
+		time.Since(t0).Seconds(), last, len(real), len(excused), nf, g, rss/(1<<20))
+}
+
+// report drains the feed and stops the daemon (unless it crashed), checks for the token
+// in what the daemon shows, and returns the report.
+func (r *runner) report(crashed bool, elapsed time.Duration) *report {
+	var drainErr error
+	var leaks []string
+	if !crashed {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		drainErr = r.f.drain(dctx)
+		cancel()
+		leaks = r.s.tokenLeaks(context.Background(), r.d)
+		leaks = append(leaks, r.s.hostileLeaks(context.Background(), r.d.logText())...)
+	}
+	leaks = append(leaks, r.s.tokenlessLeaks(context.Background())...)
+	exitCode, took, stopErr := r.d.stop(5 * time.Second)
+	if strings.Contains(r.d.logText(), r.set.token) {
+		leaks = append(leaks, "the admin token appears in the daemon's log")
+	}
+	leaks = append(leaks, r.s.logLeaks(r.d.logText())...) // the whole log, shutdown included
+	return &report{s: r.s, f: r.f, smp: r.smp, probe: r.probe, d: r.d, allowed: r.o.allow, duration: r.o.duration,
+		elapsed: elapsed, seed: r.o.seed, tol: r.o.tol, crashed: crashed, drainErr: drainErr, leaks: leaks,
+		exitCode: exitCode, stopTook: took, stopErr: stopErr, history: r.set.history}
 }
 
 func progressEvery(d time.Duration) time.Duration {
@@ -350,25 +397,61 @@ type report struct {
 
 // write prints the report and returns whether the soak passed.
 func (r *report) write(w io.Writer) bool {
-	s, f, st := r.s, r.f, r.f.stats
+	_, all := r.f.progress()
+	vs, excused := r.probe.split(all)
+	gt, rt := r.trends()
+	known := r.knownKeys()
+	fails := r.failures(vs, gt, rt, known)
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	r.printCounts(p, len(vs), len(excused))
+	r.printResources(p, gt, rt)
+	r.printIssues(p, vs, known)
+	if len(fails) == 0 {
+		p("PASS")
+		return true
+	}
+	p("FAIL")
+	for i, e := range fails {
+		if i == 30 {
+			p("  … and %d more", len(fails)-30)
+			break
+		}
+		p("  - %s", e)
+	}
+	return false
+}
+
+// trends judges the goroutine and RSS samples.
+func (r *report) trends() (goroutines, rss trend) {
+	var gs, rs []float64
+	for _, sm := range r.smp.samples {
+		gs = append(gs, sm.goroutines)
+		rs = append(rs, sm.rss)
+	}
+	return judge(gs, goroutineRel, goroutineAbs), judge(rs, rssRel, rssAbs)
+}
+
+// knownKeys returns the keys of the known issues seen, sorted.
+func (r *report) knownKeys() []string {
+	var keys []string
+	for k := range r.s.knownIssues {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// failures lists every reason the soak fails: the violations vs not allowed, and every
+// other problem found.
+func (r *report) failures(vs []violation, gt, rt trend, known []string) []string {
+	s, f := r.s, r.f
 	var fails []string
 	failf := func(format string, a ...any) { fails = append(fails, fmt.Sprintf(format, a...)) }
-
 	if r.crashed {
 		failf("the daemon exited during the soak: %v", r.d.err)
 	}
-	_, all := f.progress()
-	vs, excused := r.probe.split(all)
-	byRule := map[string]int{}
-	failing := 0
-	for _, v := range vs {
-		byRule[v.Rule]++
-		if !r.allowed[v.Rule] {
-			failing++
-		}
-	}
-	if failing > 0 {
-		failf("%d invariant violation(s)", failing)
+	if n := len(slices.DeleteFunc(slices.Clone(vs), func(v violation) bool { return r.allowed[v.Rule] })); n > 0 {
+		failf("%d invariant violation(s)", n)
 	}
 	if f.missed > 0 {
 		failf("%d tick(s) missed (not in the history when the feed needed them)", f.missed)
@@ -379,12 +462,7 @@ func (r *report) write(w io.Writer) bool {
 	for _, e := range s.failures {
 		failf("client: %s", e)
 	}
-	var knownKeys []string
-	for k := range s.knownIssues {
-		knownKeys = append(knownKeys, k)
-	}
-	sort.Strings(knownKeys)
-	for _, k := range knownKeys {
+	for _, k := range known {
 		if !r.allowed[k] {
 			failf("%s (%d times)", s.knownIssues[k], s.counts["known."+k])
 		}
@@ -401,13 +479,6 @@ func (r *report) write(w io.Writer) bool {
 	if !r.crashed && (r.stopErr != nil || r.exitCode != 0) {
 		failf("SIGTERM: exit code %d after %s (%v)", r.exitCode, r.stopTook.Round(time.Millisecond), r.stopErr)
 	}
-	var gs, rss []float64
-	for _, sm := range r.smp.samples {
-		gs = append(gs, sm.goroutines)
-		rss = append(rss, sm.rss)
-	}
-	gt := judge(gs, goroutineRel, goroutineAbs)
-	rt := judge(rss, rssRel, rssAbs)
 	if !gt.bounded {
 		failf("goroutines grow: mean %.0f in the middle third, %.0f in the last", gt.middle, gt.last)
 	}
@@ -417,15 +488,12 @@ func (r *report) write(w io.Writer) bool {
 	if gt.n < 6 {
 		failf("too few resource samples (%d) to judge a trend", gt.n)
 	}
+	return fails
+}
 
-	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
-	mib := func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
-	verdict := func(t trend) string {
-		if t.bounded {
-			return "bounded"
-		}
-		return "GROWING"
-	}
+// printCounts prints what the soak did and saw: ticks, invariants, faults, clients.
+func (r *report) printCounts(p func(string, ...any), violations, excused int) {
+	s, f, st := r.s, r.f, r.f.stats
 	p("cycled soak: %s at 100 Hz (period 10ms), %d configured modules + runtime registrations, seed %d",
 		r.duration, len(s.mods)+1, r.seed)
 	p("  ticks            %d checked (ids %d..%d), %d missed; %.1f ticks/s; %d overruns, %d skipped grid points",
@@ -433,10 +501,10 @@ func (r *report) write(w io.Writer) bool {
 	p("  start lag        p50 %.3f ms, p99 %.3f ms, max %.3f ms; longest tick %.1f ms",
 		st.percentile(0.5), st.percentile(0.99), st.percentile(1), st.maxWallMs)
 	p("  invariants       %d violation(s) in %d summaries (faultsummary/check, tolerance %s, %d reconfigurations followed)",
-		len(vs), f.chk.Checked(), r.tol, f.reconfigs)
+		violations, f.chk.Checked(), r.tol, f.reconfigs)
 	ns, worst, stalled := r.probe.summary()
 	p("  host stalls      %d measured by the probe (worst %s, total %s); %d tier_budget violation(s) in ticks overlapping them excused",
-		ns, worst.Round(time.Millisecond), stalled.Round(time.Millisecond), len(excused))
+		ns, worst.Round(time.Millisecond), stalled.Round(time.Millisecond), excused)
 	var kinds []string
 	total := 0
 	for _, k := range faultKinds {
@@ -456,65 +524,68 @@ func (r *report) write(w io.Writer) bool {
 		remoteKind = "builtin fallback"
 	}
 	p("  remote modules   %d registered (%s), %d deregistered; %d requests served by the soak's module server",
-		s.get("remote.registered.http")+s.get("remote.registered.builtin"), remoteKind, s.get("remote.deregistered"), r.s.remote.requests.Load())
+		s.get("remote.registered.http")+s.get("remote.registered.builtin"), remoteKind, s.get("remote.deregistered"), s.remote.requests.Load())
 	p("  reloads          %d valid, %d invalid (422, configuration kept)", s.get("reload.valid"), s.get("reload.invalid"))
-	p("  hostile          %d refused (wrong token %d, rebinding %d, rebinding with a token %d, cross-site %d; 401 %d, 403 %d, 429 %d), none admitted; %d secret checks of read routes",
-		s.get("hostile.status.401")+s.get("hostile.status.403")+s.get("hostile.status.429"), s.get("hostile.wrong_token"),
-		s.get("hostile.rebinding"), s.get("hostile.rebinding_token"), s.get("hostile.cross_site"),
-		s.get("hostile.status.401"), s.get("hostile.status.403"), s.get("hostile.status.429"), s.get("leak.reads"))
-	p("  token-less       a second daemon without a token: %d rebinding and foreign-origin requests refused, %d same-origin loopback requests served",
-		s.get("tokenless.refused"), s.get("tokenless.own_page"))
+	s.printHostile(p)
 	p("  clients          polls %d (200) + %d (304); long-polls %d (slowest %.1f ms); SSE %d connections, %d tick events, %d skip notices; %d other reads",
 		s.get("poll.200"), s.get("poll.304"), s.get("longpoll"), float64(s.get("longpoll.worst_us"))/1000,
 		s.get("sse.connects"), s.get("sse.ticks"), s.get("sse.skipped_notices"), s.get("reads"))
 	p("  checker feed     %d from the stream, %d filled from GET /ticks, %d reconnects, %d skip notices; history %d",
 		f.sseTicks, f.filled, f.reconnects, f.sseSkips, r.history)
+}
+
+// printResources prints the goroutine and RSS trends and how the daemon ended.
+func (r *report) printResources(p func(string, ...any), gt, rt trend) {
+	mib := func(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+	verdict := func(t trend) string {
+		if t.bounded {
+			return "bounded"
+		}
+		return "GROWING"
+	}
 	p("  goroutines       max %.0f; mean %.0f (middle third) → %.0f (last third): %s", gt.max, gt.middle, gt.last, verdict(gt))
 	p("  RSS              max %s; mean %s (middle third) → %s (last third): %s", mib(rt.max), mib(rt.middle), mib(rt.last), verdict(rt))
 	p("  daemon           healthz ok %d/%d s, ticks advanced every second; SIGTERM → exit %d in %s",
 		r.smp.healthOK, len(r.smp.samples), r.exitCode, r.stopTook.Round(time.Millisecond))
-	if s.kindNote != "" {
-		p("  note             %s", s.kindNote)
+	if r.s.kindNote != "" {
+		p("  note             %s", r.s.kindNote)
 	}
-	if s.hostileNote != "" {
-		p("  note             %s", s.hostileNote)
+	if r.s.hostileNote != "" {
+		p("  note             %s", r.s.hostileNote)
 	}
-	for _, k := range knownKeys {
+}
+
+// printIssues prints the allowed known issues and the violations, by rule and the first
+// twenty of them.
+func (r *report) printIssues(p func(string, ...any), vs []violation, known []string) {
+	for _, k := range known {
 		if r.allowed[k] {
-			p("  known issue      %s: %s (%d times; allowed)", k, s.knownIssues[k], s.counts["known."+k])
+			p("  known issue      %s: %s (%d times; allowed)", k, r.s.knownIssues[k], r.s.counts["known."+k])
 		}
 	}
-	if len(byRule) > 0 {
-		p("  violations by rule: %s", formatCounts(byRule))
-		if len(r.allowed) > 0 {
-			var names []string
-			for k := range r.allowed {
-				names = append(names, k)
-			}
-			sort.Strings(names)
-			p("  allowed (known issues, not failing the soak): %s", strings.Join(names, ", "))
-		}
-		for i, v := range vs {
-			if i == 20 {
-				p("    … and %d more", len(vs)-20)
-				break
-			}
-			p("    %s", v.Violation)
-		}
+	if len(vs) == 0 {
+		return
 	}
-	if len(fails) == 0 {
-		p("PASS")
-		return true
+	byRule := map[string]int{}
+	for _, v := range vs {
+		byRule[v.Rule]++
 	}
-	p("FAIL")
-	for i, e := range fails {
-		if i == 30 {
-			p("  … and %d more", len(fails)-30)
+	p("  violations by rule: %s", formatCounts(byRule))
+	if len(r.allowed) > 0 {
+		var names []string
+		for k := range r.allowed {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		p("  allowed (known issues, not failing the soak): %s", strings.Join(names, ", "))
+	}
+	for i, v := range vs {
+		if i == 20 {
+			p("    … and %d more", len(vs)-20)
 			break
 		}
-		p("  - %s", e)
+		p("    %s", v.Violation)
 	}
-	return false
 }
 
 func formatCounts(m map[string]int) string {

@@ -801,11 +801,16 @@
   const token = () => sessionStorage.getItem(TOKEN_KEY) || '';
 
   // admin sends an admin request. A 401 opens the token prompt with the API's message and
-  // retries once the operator gave a token; every other error is shown as a message.
+  // retries once the operator gave a token; every other error is shown as a message. A
+  // stored token that is refused is tried once more without: a daemon with no token (on
+  // loopback) refuses any Authorization header.
   async function admin(method, path, body, what) {
+    let bare = false; // send no token: a daemon with none refuses any Authorization header
+    let tokenRefusal = ''; // the 401 message of the stored token, shown if going bare fails too
     for (;;) {
       const headers = { 'Content-Type': 'application/json' };
-      if (token()) headers.Authorization = 'Bearer ' + token();
+      const sent = bare ? '' : token();
+      if (sent) headers.Authorization = 'Bearer ' + sent;
       let r, out;
       try {
         r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store' });
@@ -815,13 +820,23 @@
         return null;
       }
       if (r.ok) {
+        if (bare) sessionStorage.removeItem(TOKEN_KEY); // the daemon has no token
         message('ok', `${what}: done`);
         return out;
       }
       const err = (out && out.error) || {};
       const text = `${err.message || r.statusText || 'error'} (${r.status}${err.code ? ' ' + err.code : ''}${err.field ? ', field ' + err.field : ''})`;
+      if (r.status === 401 && sent) {
+        // The stored token was refused: the daemon may have none (then the request
+        // passes without one) or another one (then the prompt says why with this message).
+        tokenRefusal = text;
+        bare = true;
+        continue;
+      }
       if (r.status === 401) {
-        if (!(await askToken(text))) { message('error', `${what}: ${text}`); return null; }
+        bare = false;
+        if (!(await askToken(tokenRefusal || text))) { message('error', `${what}: ${tokenRefusal || text}`); return null; }
+        tokenRefusal = '';
         continue;
       }
       const problems = (out.error && out.error.problems) || out.problems;

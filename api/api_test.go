@@ -440,10 +440,40 @@ func TestLongPoll(t *testing.T) {
 		t.Errorf("wait=1e300&after=0: tick %d", s.TickID)
 	}
 
-	// An id from the future (a previous process) is answered at once with the latest.
-	s = decode[faultsummary.Summary](t, r.expect(http.StatusOK, http.MethodGet, "/ticks/latest?wait=30s&after=100000", nil))
+	// An id still to come waits for it: ticks in between do not answer, and the wait
+	// ends with the latest summary.
+	cur := r.e.Latest().TickID
+	future := make(chan faultsummary.Summary, 1)
+	go func() {
+		res, b := r.do(http.MethodGet, fmt.Sprintf("/ticks/latest?wait=10s&after=%d", cur+2), nil)
+		var s faultsummary.Summary
+		if res.StatusCode == http.StatusOK {
+			_ = json.Unmarshal(b, &s)
+		}
+		future <- s
+	}()
+	// Without ticks it does not answer (before the fix it answered the latest at once).
+	select {
+	case s := <-future:
+		t.Fatalf("after=%d answered tick %d before that tick existed", cur+2, s.TickID)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for range 3 {
+		if _, err := r.e.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case s := <-future:
+		if s.TickID != cur+3 {
+			t.Errorf("after=%d answered tick %d, want %d (the tick after the one named)", cur+2, s.TickID, cur+3)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("long-poll for a tick still to come did not return after it")
+	}
+	s = decode[faultsummary.Summary](t, r.expect(http.StatusOK, http.MethodGet, "/ticks/latest?wait=30ms&after=100000", nil))
 	if s.TickID != r.e.Latest().TickID {
-		t.Errorf("after=100000: tick %d", s.TickID)
+		t.Errorf("after=100000, wait ended: tick %d, want the latest %d", s.TickID, r.e.Latest().TickID)
 	}
 
 	// A wait that ends without a new tick answers the latest, or 304 with a matching tag.

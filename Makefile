@@ -1,7 +1,12 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test bench bench-tick bench-floor lint run build docker soak bench-compare fmt
+.PHONY: test bench bench-tick bench-floor lint run build install docker soak bench-compare fmt
+
+# Version and commit stamped into the binary (cycled version, the cycled_build_info metric).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 ## test: vet and run every test with the race detector (what CI runs), the comparison
 ## harness's own module (bench/: its statistics, the peers' semantics, its verdicts) included.
@@ -67,8 +72,13 @@ run:
 
 ## build: build the daemon binary into bin/.
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/cycled ./cmd/cycled
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/cycled ./cmd/cycled
+
+## install: install cycled into $(go env GOBIN), else $(go env GOPATH)/bin (put it on PATH).
+install:
+	CGO_ENABLED=0 $(GO) install -trimpath -ldflags "$(LDFLAGS)" ./cmd/cycled
+	@d=$$($(GO) env GOBIN); echo "installed $${d:-$$($(GO) env GOPATH)/bin}/cycled"
 
 ## docker: build the container image.
 docker:
-	docker build -t cycled:dev .
+	docker build -t cycled:dev --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) .

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -139,6 +140,7 @@ func newRig(t *testing.T, ro rigOptions) *rig {
 				Tier  string `json:"tier"`
 				Value any    `json:"value"`
 				Panic bool   `json:"panic"`
+				Fail  bool   `json:"fail"`
 			}
 			if err := api.DecodeStrict(body, &req); err != nil {
 				return cycle.Registration{}, err
@@ -146,7 +148,11 @@ func newRig(t *testing.T, ro rigOptions) *rig {
 			if req.Panic {
 				panic("decoder exploded")
 			}
-			return cycle.Registration{Spec: tiers.ModuleSpec{Name: req.Name, Tier: req.Tier}, Module: value(req.Value)}, nil
+			m := value(req.Value)
+			if req.Fail {
+				m = module(func(context.Context, *tiers.Input) (any, error) { return nil, fault.Transient(errors.New("down")) })
+			}
+			return cycle.Registration{Spec: tiers.ModuleSpec{Name: req.Name, Tier: req.Tier}, Module: m}, nil
 		},
 	}
 	opts = api.WithPingInterval(opts, 20*time.Millisecond)
@@ -722,6 +728,41 @@ func TestModuleRegistration(t *testing.T) {
 	}
 	if n := r.logs.FilterMessage("admin request").Len(); n == 0 {
 		t.Error("no admin audit line")
+	}
+}
+
+// TestReRegistrationResetsItsBreaker: a module registered again under the name of one
+// whose own breaker is open (a remote that restarted) starts with a closed breaker, and
+// the 201 says what was reset (issue 36, item 4).
+func TestReRegistrationResetsItsBreaker(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"remote","tier":"work","fail":true}`), "Content-Type", ctJSON)
+	for range 3 {
+		r.tick()
+	}
+	if s := r.tick(); !slices.Contains(s.OpenCircuits, "remote") {
+		t.Fatalf("the failing module's breaker did not open: %+v", s.OpenCircuits)
+	}
+	// No tick boundary between the DELETE and the POST: the old breaker is still there.
+	r.expect(http.StatusNoContent, http.MethodDelete, "/modules/remote", nil)
+	created := decode[struct {
+		Name         string `json:"name"`
+		BreakerReset *struct {
+			Name string `json:"name"`
+			From string `json:"from"`
+		} `json:"breaker_reset"`
+	}](t, r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"remote","tier":"work","value":1}`), "Content-Type", ctJSON))
+	if created.BreakerReset == nil || created.BreakerReset.Name != "remote" || created.BreakerReset.From != "open" {
+		t.Errorf("201 breaker_reset = %+v, want the open breaker reported reset", created.BreakerReset)
+	}
+	s := r.tick()
+	if m, ok := s.Module("remote"); !ok || m.Status != faultsummary.StatusOK || m.CircuitState != "closed" {
+		t.Errorf("the re-registered module's first tick: %+v (it waited out the old cooldown)", m)
+	}
+	// A first registration, or one whose breaker is closed, reports nothing.
+	b := r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"fresh","tier":"work","value":1}`), "Content-Type", ctJSON)
+	if strings.Contains(string(b), "breaker_reset") {
+		t.Errorf("a fresh registration reports a reset: %s", b)
 	}
 }
 

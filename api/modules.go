@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.uber.org/zap"
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
@@ -262,14 +263,56 @@ func (s *server) postModule(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	reset := s.resetOwnBreaker(reg)
 	s.regMu.Unlock()
 	w.Header().Set("Location", "/modules/"+url.PathEscape(name))
 	if m, ok := s.e.Module(name); ok {
-		writeJSON(w, http.StatusCreated, s.viewModule(m, s.e.Config(), s.e.Clock().Now()))
+		writeJSON(w, http.StatusCreated, registeredView{moduleView: s.viewModule(m, s.e.Config(), s.e.Clock().Now()), BreakerReset: reset})
 		return
 	}
 	// Deregistered or replaced in between: acknowledge what was done.
 	writeJSON(w, http.StatusCreated, map[string]any{"name": name, "pending": true})
+}
+
+// registeredView is the answer of POST /modules: the module, and the breaker state that
+// the registration cleared.
+type registeredView struct {
+	moduleView
+	// BreakerReset is set when a breaker of the module's name was not closed: left by an
+	// earlier registration of the same name (a remote module that restarted), it was
+	// reset, so that the new registration starts closed.
+	BreakerReset *breakerResetView `json:"breaker_reset,omitempty"`
+}
+
+// breakerResetView is what a registration's breaker reset cleared.
+type breakerResetView struct {
+	Name                string `json:"name"`
+	From                string `json:"from"`
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+}
+
+// resetOwnBreaker closes the breaker that carries a new registration's name, if one is
+// left open or half-open by an earlier registration of that name: the module registered
+// now (typically a remote process that restarted) is not the one that failed, and must not
+// wait out the old cooldown (docs/decisions.md, "Re-registration starts a closed
+// breaker"). A named breaker shared with other modules guards a downstream, not this
+// module, and keeps its state. Called with regMu held.
+func (s *server) resetOwnBreaker(reg cycle.Registration) *breakerResetView {
+	if reg.Spec.Breaker != "" {
+		return nil
+	}
+	for _, b := range s.e.Breakers() {
+		if b.Name != reg.Spec.Name || b.State == breaker.Closed {
+			continue
+		}
+		if err := s.e.ResetBreaker(b.Name); err != nil {
+			return nil
+		}
+		s.log.Info("registration reset the breaker left by an earlier registration",
+			zap.String("module", reg.Spec.Name), zap.String("from", b.State.String()))
+		return &breakerResetView{Name: b.Name, From: b.State.String(), ConsecutiveFailures: b.ConsecutiveFailures}
+	}
+	return nil
 }
 
 // relativePaths rewrites the paths of a registration's validation problems from the

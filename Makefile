@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test bench bench-tick bench-floor lint run build install docker soak bench-compare fmt
+.PHONY: test test-python bench bench-tick bench-floor lint run build install docker soak bench-compare fmt
 
 # Version and commit stamped into the binary (cycled version, the cycled_build_info metric).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -15,6 +15,17 @@ test:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 	$(GO) test -count=1 -timeout 5m ./cycle  # summary records are reused only without the race detector
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
+	$(MAKE) --no-print-directory test-python
+
+# PYTHON is an interpreter with pytest: the first of python3 and /usr/bin/python3 that
+# has it (Debian: apt-get install python3-pytest). Override with PYTHON=...
+PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -m pytest --version >/dev/null 2>&1 && { echo $$p; break; }; done)
+
+## test-python: the Python SDK's tests (clients/python) against the real daemon, built here.
+test-python:
+	@if [ -z "$(PYTHON)" ]; then echo "test-python: no python3 with pytest (apt-get install python3-pytest, or PYTHON=...)"; exit 1; fi
+	$(GO) build -o clients/python/.cycled-test-bin ./cmd/cycled
+	cd clients/python && CYCLED_BIN=$(CURDIR)/clients/python/.cycled-test-bin $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 REPS ?= 5
 

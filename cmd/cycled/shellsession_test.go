@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -76,6 +77,7 @@ type shell struct {
 	in  io.WriteCloser
 	out *bufio.Reader
 	n   int
+	log string // file collecting background jobs' stderr
 }
 
 const shellMarker = "__cycled_test_rc__"
@@ -102,15 +104,22 @@ func newShell(t *testing.T, dir string, env ...string) *shell {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &shell{t: t, cmd: cmd, in: in, out: bufio.NewReader(pr)}
+	s := &shell{t: t, cmd: cmd, in: in, out: bufio.NewReader(pr), log: filepath.Join(t.TempDir(), "jobs.log")}
+	cmd.WaitDelay = 2 * time.Second // a job that keeps the output pipe open is not waited for
 	t.Cleanup(func() {
+		// Jobs run in process groups of their own (set -m): kill every group the session
+		// started, then the session's own.
+		fmt.Fprintln(in, "for p in $(jobs -p); do kill -9 -- -$p 2>/dev/null; done; exit")
 		in.Close()
-		// Every job the session started is in its process group, or in a group of its own
-		// (set -m): kill the jobs first, then the session.
-		fmt.Fprintln(in, "kill $(jobs -p) 2>/dev/null")
+		done := make(chan struct{})
+		go func() { io.Copy(io.Discard, s.out); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
 		pw.Close()
+		cmd.Wait()
 	})
 	s.run("set -m", time.Minute) // job control: %1, %2 as when pasted into a terminal
 	return s
@@ -166,7 +175,7 @@ func (s *shell) run(command string, timeout time.Duration) (string, int) {
 type docCheck struct {
 	cmd     *regexp.Regexp
 	timeout time.Duration
-	check   func(out string, code int) error
+	check   func(cmd, out string, code int) error
 }
 
 // driveDoc runs the commands of a document's section in sh, each checked by the first
@@ -187,15 +196,21 @@ func driveDoc(t *testing.T, sh *shell, cmds []string, rewrite func(string) strin
 			continue
 		}
 		run := rewrite(c)
+		if bg, ok := strings.CutSuffix(strings.TrimSpace(run), "&"); ok {
+			// A background job's log goes to a file: in a terminal it scrolls by, here it
+			// would mix with the next commands' output.
+			run = bg + " 2>>" + sh.log + " &"
+		}
 		deadline := time.Now().Add(dc.timeout)
 		for {
 			out, code := sh.run(run, time.Minute)
-			err := dc.check(out, code)
+			err := dc.check(run, out, code)
 			if err == nil {
 				break
 			}
 			if time.Now().After(deadline) || strings.HasSuffix(strings.TrimSpace(c), "&") {
-				t.Errorf("documented command %q (run as %q): %v\noutput:\n%s", c, run, err, out)
+				jobs, _ := os.ReadFile(sh.log)
+			t.Errorf("documented command %q (run as %q): %v\noutput:\n%s\nbackground jobs' stderr:\n%s", c, run, err, out, jobs)
 				break
 			}
 			<-time.After(100 * time.Millisecond) // polling for the documented state, up to its deadline

@@ -210,7 +210,7 @@ func driveDoc(t *testing.T, sh *shell, cmds []string, rewrite func(string) strin
 			}
 			if time.Now().After(deadline) || strings.HasSuffix(strings.TrimSpace(c), "&") {
 				jobs, _ := os.ReadFile(sh.log)
-			t.Errorf("documented command %q (run as %q): %v\noutput:\n%s\nbackground jobs' stderr:\n%s", c, run, err, out, jobs)
+				t.Errorf("documented command %q (run as %q): %v\noutput:\n%s\nbackground jobs' stderr:\n%s", c, run, err, out, jobs)
 				break
 			}
 			<-time.After(100 * time.Millisecond) // polling for the documented state, up to its deadline

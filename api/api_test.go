@@ -540,7 +540,9 @@ func TestModulesBreakersBlackboardEmergency(t *testing.T) {
 		Last     *faultsummary.Module    `json:"last"`
 		LastGood struct {
 			Key     string   `json:"key"`
-			Quality string   `json:"quality"`
+			Source  string   `json:"source"`
+			Stale   bool     `json:"stale"`
+			Expired bool     `json:"expired"`
 			AgeMs   *float64 `json:"age_ms"`
 		} `json:"last_good"`
 	}
@@ -549,12 +551,18 @@ func TestModulesBreakersBlackboardEmergency(t *testing.T) {
 		t.Fatalf("GET /modules: %d modules", len(mods))
 	}
 	m := decode[moduleView](t, r.expect(http.StatusOK, http.MethodGet, "/modules/flaky", nil))
-	if m.Tier != "work" || m.Origin != "config" || m.Last != nil || m.LastGood.Quality != "missing" || m.Breaker == nil || m.Breaker.State != "closed" {
+	if m.Tier != "work" || m.Origin != "config" || m.Last != nil || m.LastGood.Source != "none" || m.LastGood.Expired || m.Breaker == nil || m.Breaker.State != "closed" {
 		t.Errorf("GET /modules/flaky before a tick: %+v", m)
 	}
 	r.expectError(http.StatusNotFound, "not_found", http.MethodGet, "/modules/nope", nil)
 
-	r.tick()
+	ok := r.tick()
+	// In the tick that wrote it, the value is live, in the summary and in the module's view
+	// alike (issue 36, item 6: the view said "stale").
+	m = decode[moduleView](t, r.expect(http.StatusOK, http.MethodGet, "/modules/flaky", nil))
+	if line, _ := ok.Module("flaky"); line.Served.Source.String() != "live" || m.LastGood.Source != "live" || m.LastGood.Stale {
+		t.Errorf("after a successful tick: summary serves %q, GET /modules/flaky last_good %+v", line.Served.Source, m.LastGood)
+	}
 	r.failFlaky.Store(true)
 	r.tick()
 	s := r.tick() // the second failure opens flaky's breaker (threshold 2)
@@ -563,7 +571,7 @@ func TestModulesBreakersBlackboardEmergency(t *testing.T) {
 	}
 	m = decode[moduleView](t, r.expect(http.StatusOK, http.MethodGet, "/modules/flaky", nil))
 	if m.Last == nil || m.Last.Status != faultsummary.StatusFailed || m.Breaker.State != "open" ||
-		m.LastGood.Quality != "stale" || m.LastGood.AgeMs == nil || m.LastGood.Key != "flaky.result" {
+		m.LastGood.Source != "last_good" || !m.LastGood.Stale || m.LastGood.AgeMs == nil || m.LastGood.Key != "flaky.result" {
 		t.Errorf("GET /modules/flaky after failures: %+v (last %+v)", m, m.Last)
 	}
 

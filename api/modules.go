@@ -69,11 +69,15 @@ func moduleKind(m tiers.Module) (string, *httpView) {
 	return "go", nil
 }
 
-// lastGoodView is a key's last-known-good value as seen now.
+// lastGoodView is a key's last-known-good value as seen now, in the vocabulary of the
+// summary's "served": Source is what the latest tick served, "live" when the module wrote
+// the value in that tick, "last_good" when an older value stands in (Stale), "none" when
+// there is nothing to serve (Expired when a value outlived its TTL).
 type lastGoodView struct {
-	Key string `json:"key"`
-	// Quality is "missing", "stale" (servable) or "expired".
-	Quality string `json:"quality"`
+	Key     string `json:"key"`
+	Source  string `json:"source"`
+	Stale   bool   `json:"stale"`
+	Expired bool   `json:"expired"`
 	// AgeMs is the age of the stored value; null when there is none.
 	AgeMs     *float64   `json:"age_ms"`
 	TTLMs     float64    `json:"ttl_ms"`
@@ -126,7 +130,9 @@ func viewBreaker(b breaker.Snapshot, now time.Time) *breakerView {
 	return v
 }
 
-func (s *server) viewModule(m cycle.ModuleInfo, cfg cycle.Config, now time.Time) moduleView {
+// viewModule renders a module; served holds the latest summary's lines by module name
+// (nil: looked up in the latest summary).
+func (s *server) viewModule(m cycle.ModuleInfo, cfg cycle.Config, now time.Time, served map[string]faultsummary.Module) moduleView {
 	v := moduleView{Name: m.Spec.Name, Tier: m.Spec.Tier, TierIndex: m.TierIndex, Origin: m.Origin, Pending: m.Pending,
 		Busy: m.Busy, MaxAttempts: m.Attempts, Policy: m.Policy.String(), TTL: ttlString(m.Spec.TTL), Spec: m.Spec, Last: m.Last}
 	v.Kind, v.HTTP = moduleKind(m.Module)
@@ -137,7 +143,20 @@ func (s *server) viewModule(m cycle.ModuleInfo, cfg cycle.Config, now time.Time)
 		v.Breaker = viewBreaker(m.Breaker, now)
 	}
 	lg := m.LastGood
-	v.LastGood = lastGoodView{Key: m.Spec.Key(), Quality: lg.Quality.String(), TTLMs: blackboard.Millis(lg.TTL)}
+	v.LastGood = lastGoodView{Key: m.Spec.Key(), Source: blackboard.None.String(), TTLMs: blackboard.Millis(lg.TTL)}
+	if served == nil {
+		served = latestLines(s.e.Latest(), m.Spec.Name)
+	}
+	switch line, ok := served[m.Spec.Name]; {
+	case ok:
+		// What the latest tick served, word for word: GET /modules/{name} and the
+		// summary agree.
+		v.LastGood.Source, v.LastGood.Stale, v.LastGood.Expired = line.Served.Source.String(), line.Served.Stale, line.Served.Expired
+	case lg.Quality == lastgood.Stale:
+		v.LastGood.Source, v.LastGood.Stale = blackboard.LastGood.String(), true
+	case lg.Quality == lastgood.Expired:
+		v.LastGood.Expired = true
+	}
 	if lg.Quality != lastgood.Missing {
 		age := blackboard.Millis(lg.Age)
 		v.LastGood.AgeMs = &age
@@ -148,6 +167,25 @@ func (s *server) viewModule(m cycle.ModuleInfo, cfg cycle.Config, now time.Time)
 		}
 	}
 	return v
+}
+
+// latestLines returns the latest summary's module lines by name: only the named one's
+// when only is not empty.
+func latestLines(latest *faultsummary.Summary, only string) map[string]faultsummary.Module {
+	out := map[string]faultsummary.Module{}
+	if latest == nil {
+		return out
+	}
+	if only != "" {
+		if m, ok := latest.Module(only); ok {
+			out[only] = m
+		}
+		return out
+	}
+	for _, m := range latest.Modules() {
+		out[m.Name] = m
+	}
+	return out
 }
 
 // ttlString renders a module's TTL policy: "auto", a duration, or "default".
@@ -166,9 +204,10 @@ func (s *server) listModules(w http.ResponseWriter, _ *http.Request) {
 	mods := s.e.Modules()
 	cfg := s.e.Config()
 	now := s.e.Clock().Now()
+	served := latestLines(s.e.Latest(), "")
 	out := make([]moduleView, 0, len(mods))
 	for _, m := range mods {
-		out = append(out, s.viewModule(m, cfg, now))
+		out = append(out, s.viewModule(m, cfg, now, served))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"modules": out})
 }
@@ -181,7 +220,7 @@ func (s *server) getModule(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: fmt.Sprintf("no module %q", name)})
 		return
 	}
-	writeJSON(w, http.StatusOK, s.viewModule(m, s.e.Config(), s.e.Clock().Now()))
+	writeJSON(w, http.StatusOK, s.viewModule(m, s.e.Config(), s.e.Clock().Now(), nil))
 }
 
 // readBody reads the (size-limited) body.
@@ -267,7 +306,7 @@ func (s *server) postModule(w http.ResponseWriter, r *http.Request) {
 	s.regMu.Unlock()
 	w.Header().Set("Location", "/modules/"+url.PathEscape(name))
 	if m, ok := s.e.Module(name); ok {
-		writeJSON(w, http.StatusCreated, registeredView{moduleView: s.viewModule(m, s.e.Config(), s.e.Clock().Now()), BreakerReset: reset})
+		writeJSON(w, http.StatusCreated, registeredView{moduleView: s.viewModule(m, s.e.Config(), s.e.Clock().Now(), nil), BreakerReset: reset})
 		return
 	}
 	// Deregistered or replaced in between: acknowledge what was done.

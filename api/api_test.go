@@ -136,11 +136,12 @@ func newRig(t *testing.T, ro rigOptions) *rig {
 		Version:  "test",
 		DecodeModule: func(body []byte) (cycle.Registration, error) {
 			var req struct {
-				Name  string `json:"name"`
-				Tier  string `json:"tier"`
-				Value any    `json:"value"`
-				Panic bool   `json:"panic"`
-				Fail  bool   `json:"fail"`
+				Name  string   `json:"name"`
+				Tier  string   `json:"tier"`
+				Value any      `json:"value"`
+				Panic bool     `json:"panic"`
+				Fail  bool     `json:"fail"`
+				Reads []string `json:"reads"`
 			}
 			if err := api.DecodeStrict(body, &req); err != nil {
 				return cycle.Registration{}, err
@@ -152,7 +153,7 @@ func newRig(t *testing.T, ro rigOptions) *rig {
 			if req.Fail {
 				m = module(func(context.Context, *tiers.Input) (any, error) { return nil, fault.Transient(errors.New("down")) })
 			}
-			return cycle.Registration{Spec: tiers.ModuleSpec{Name: req.Name, Tier: req.Tier}, Module: m}, nil
+			return cycle.Registration{Spec: tiers.ModuleSpec{Name: req.Name, Tier: req.Tier, Reads: req.Reads}, Module: m}, nil
 		},
 	}
 	opts = api.WithPingInterval(opts, 20*time.Millisecond)
@@ -771,6 +772,28 @@ func TestReRegistrationResetsItsBreaker(t *testing.T) {
 	b := r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"fresh","tier":"work","value":1}`), "Content-Type", ctJSON)
 	if strings.Contains(string(b), "breaker_reset") {
 		t.Errorf("a fresh registration reports a reset: %s", b)
+	}
+}
+
+// TestRegistrationWarnings: POST /modules warns, as cycled validate does for a file, about
+// a read of a key nobody writes and of one written by a later tier (issue 36, item 3).
+func TestRegistrationWarnings(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	type answer struct {
+		Warnings []struct {
+			Field   string `json:"field"`
+			Message string `json:"message"`
+			Warning bool   `json:"warning"`
+		} `json:"warnings"`
+	}
+	a := decode[answer](t, r.expect(http.StatusCreated, http.MethodPost, "/modules",
+		jsonBody(`{"name":"reader","tier":"work","reads":["guard.result","nobody.result","good.result"]}`), "Content-Type", ctJSON))
+	if len(a.Warnings) != 2 || a.Warnings[0].Field != "reads[1]" || !strings.Contains(a.Warnings[0].Message, `no module writes key "nobody.result"`) ||
+		a.Warnings[1].Field != "reads[2]" || !strings.Contains(a.Warnings[1].Message, "does not run earlier") || !a.Warnings[0].Warning {
+		t.Errorf("warnings = %+v", a.Warnings)
+	}
+	if b := r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"quiet","tier":"work","reads":["guard.result"]}`), "Content-Type", ctJSON); strings.Contains(string(b), "warnings") {
+		t.Errorf("a clean registration has warnings: %s", b)
 	}
 }
 

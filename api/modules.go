@@ -303,10 +303,12 @@ func (s *server) postModule(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	reset := s.resetOwnBreaker(reg)
+	warnings := s.registrationWarnings(name)
 	s.regMu.Unlock()
 	w.Header().Set("Location", "/modules/"+url.PathEscape(name))
 	if m, ok := s.e.Module(name); ok {
-		writeJSON(w, http.StatusCreated, registeredView{moduleView: s.viewModule(m, s.e.Config(), s.e.Clock().Now(), nil), BreakerReset: reset})
+		writeJSON(w, http.StatusCreated, registeredView{moduleView: s.viewModule(m, s.e.Config(), s.e.Clock().Now(), nil),
+			BreakerReset: reset, Warnings: warnings})
 		return
 	}
 	// Deregistered or replaced in between: acknowledge what was done.
@@ -321,6 +323,42 @@ type registeredView struct {
 	// earlier registration of the same name (a remote module that restarted), it was
 	// reset, so that the new registration starts closed.
 	BreakerReset *breakerResetView `json:"breaker_reset,omitempty"`
+	// Warnings are the findings about the module that do not stop it from running, as
+	// cycled validate prints them for a file: a read of a key nobody writes, or of one
+	// written by the same or a later tier. Paths are relative to the request body.
+	Warnings tiers.Problems `json:"warnings,omitempty"`
+}
+
+// registrationWarnings returns the validation warnings about the named module, in the
+// configuration that now includes it. Called with regMu held.
+func (s *server) registrationWarnings(name string) tiers.Problems {
+	cfg := s.e.Config()
+	regs := s.e.Registrations()
+	tc := tiers.Config{Tiers: cfg.Tiers, Breakers: cfg.Breakers, Modules: make([]tiers.ModuleSpec, len(regs))}
+	if tc.Tiers == nil {
+		tc.Tiers = tiers.SeedTiers()
+	}
+	index := -1
+	for i, r := range regs {
+		tc.Modules[i] = r.Spec
+		if r.Spec.Name == name {
+			index = i
+		}
+	}
+	if index < 0 {
+		return nil
+	}
+	_, ps := tiers.Validate(tc)
+	prefix := fmt.Sprintf("modules[%d].", index)
+	var out tiers.Problems
+	for _, p := range ps.Warnings() {
+		if rel, ok := strings.CutPrefix(p.Path, prefix); ok {
+			p.Path = rel
+			out = append(out, p)
+			s.log.Warn("registered module: "+p.Message, zap.String("module", name), zap.String("field", rel))
+		}
+	}
+	return out
 }
 
 // breakerResetView is what a registration's breaker reset cleared.

@@ -233,6 +233,7 @@ func New(opts Options) http.Handler {
 		r.Get("/blackboard/*", s.getBlackboardKey)
 		r.Get("/emergency", s.getEmergency)
 		r.Get("/config", s.getConfig)
+		r.Get("/openapi.json", s.getOpenAPI)
 	})
 
 	r.Group(func(r chi.Router) {

@@ -1131,3 +1131,26 @@ func TestModuleRegistrationNotPersisted(t *testing.T) {
 		t.Errorf("extra registered again: %+v %v", m, ok)
 	}
 }
+
+// TestOpenAPIServed: GET /openapi.json is the embedded description as JSON, and every
+// route of the router is in it (deploy/check validates the answers against it).
+func TestOpenAPIServed(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	doc := decode[struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}](t, r.expect(http.StatusOK, http.MethodGet, "/openapi.json", nil))
+	if doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi %q", doc.OpenAPI)
+	}
+	for _, route := range []string{"GET /ticks/latest", "GET /ticks", "POST /ticks", "GET /ticks/{id}", "GET /ticks/stream",
+		"GET /modules", "POST /modules", "GET /modules/{name}", "DELETE /modules/{name}", "POST /modules/{name}/faults",
+		"GET /breakers", "POST /breakers/{name}/reset", "GET /blackboard", "GET /blackboard/{key}", "GET /emergency",
+		"POST /emergency/reset", "GET /config", "POST /config/reload", "GET /healthz", "GET /readyz", "GET /metrics",
+		"GET /openapi.json"} {
+		method, path, _ := strings.Cut(route, " ")
+		if _, ok := doc.Paths[path][strings.ToLower(method)]; !ok {
+			t.Errorf("%s is not described", route)
+		}
+	}
+}

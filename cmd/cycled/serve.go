@@ -101,6 +101,9 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 
 	readLimiter := api.NewReadLimiter(readLimit(cfg.HTTP.ReadLimit))
 	reg.MustRegister(buildInfoCollector(),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cycled_cycle_period_seconds",
+			Help: "The tick period in force (cycle.period); 0 in step mode. Alert rules compare start lag and tick age with it."},
+			func() float64 { return engine.Config().Period.Seconds() }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cycled_http_reads_delayed_total",
 			Help: "Read requests that waited for their turn under http.read_limit."},
 			func() float64 { return float64(readLimiter.Stats().Delayed) }),

@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-python bench bench-tick bench-floor lint run build install docker soak bench-compare fmt
+.PHONY: test test-python test-check bench bench-tick bench-floor lint run build install docker soak bench-compare fmt
 
 # Version and commit stamped into the binary (cycled version, the cycled_build_info metric).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -16,6 +16,13 @@ test:
 	$(GO) test -count=1 -timeout 5m ./cycle  # summary records are reused only without the race detector
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-check
+
+## test-check: deploy/check, its own module: a real daemon's answers against
+## api/openapi.yaml (libopenapi-validator), and the metrics that deploy/'s dashboard and
+## alert rules use against its /metrics (rules parsed by Prometheus's parser).
+test-check:
+	cd deploy/check && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
 # PYTHON is an interpreter with pytest: the first of python3 and /usr/bin/python3 that
 # has it (Debian: apt-get install python3-pytest). Override with PYTHON=...

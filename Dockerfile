@@ -2,7 +2,7 @@
 #
 # cycled container image: a static binary on distroless, running as a non-root user.
 #
-#   docker build -t cycled:dev --build-arg VERSION=$(git describe --always --dirty) .
+#   make docker   # or: docker build -t cycled:dev --build-arg VERSION=$(git describe --always --dirty) --build-arg COMMIT=$(git rev-parse HEAD) .
 #   docker run --rm -p 8080:8080 cycled:dev                                  # the demo
 #   docker run --rm -p 8080:8080 -v $PWD/cycled.yaml:/etc/cycled/cycled.yaml:ro \
 #       -e CYCLED_CONFIG=/etc/cycled/cycled.yaml -e CYCLED_HTTP_ADMIN_TOKEN=... cycled:dev
@@ -26,8 +26,9 @@ COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev
+ARG COMMIT=
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/cycled ./cmd/cycled \
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o /out/cycled ./cmd/cycled \
  && mkdir -p /out/state
 
 FROM gcr.io/distroless/static-debian12:nonroot

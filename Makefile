@@ -1,7 +1,12 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test bench bench-tick bench-floor lint run build docker soak bench-compare fmt bench-dashboard
+.PHONY: test test-python test-check bench bench-tick bench-floor lint run build install docker soak bench-compare fmt bench-dashboard
+
+# Version and commit stamped into the binary (cycled version, the cycled_build_info metric).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 ## test: vet and run every test with the race detector (what CI runs), the comparison
 ## harness's own module (bench/: its statistics, the peers' semantics, its verdicts) included.
@@ -10,6 +15,24 @@ test:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 	$(GO) test -count=1 -timeout 5m ./cycle  # summary records are reused only without the race detector
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
+	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-check
+
+## test-check: deploy/check, its own module: a real daemon's answers against
+## api/openapi.yaml (libopenapi-validator), and the metrics that deploy/'s dashboard and
+## alert rules use against its /metrics (rules parsed by Prometheus's parser).
+test-check:
+	cd deploy/check && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+
+# PYTHON is an interpreter with pytest: the first of python3 and /usr/bin/python3 that
+# has it (Debian: apt-get install python3-pytest). Override with PYTHON=...
+PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -m pytest --version >/dev/null 2>&1 && { echo $$p; break; }; done)
+
+## test-python: the Python SDK's tests (clients/python) against the real daemon, built here.
+test-python:
+	@if [ -z "$(PYTHON)" ]; then echo "test-python: no python3 with pytest (apt-get install python3-pytest, or PYTHON=...)"; exit 1; fi
+	$(GO) build -o clients/python/.cycled-test-bin ./cmd/cycled
+	cd clients/python && CYCLED_BIN=$(CURDIR)/clients/python/.cycled-test-bin $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 REPS ?= 5
 
@@ -67,11 +90,16 @@ run:
 
 ## build: build the daemon binary into bin/.
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/cycled ./cmd/cycled
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/cycled ./cmd/cycled
+
+## install: install cycled into $(go env GOBIN), else $(go env GOPATH)/bin (put it on PATH).
+install:
+	CGO_ENABLED=0 $(GO) install -trimpath -ldflags "$(LDFLAGS)" ./cmd/cycled
+	@d=$$($(GO) env GOBIN); echo "installed $${d:-$$($(GO) env GOPATH)/bin}/cycled"
 
 ## docker: build the container image.
 docker:
-	docker build -t cycled:dev .
+	docker build -t cycled:dev --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) .
 
 ## bench-dashboard: the daemon's tick start lag at 100 Hz with 0 and 8 dashboards open in
 ## headless Chromium (BENCHMARKS.md, "Dashboard"); DASHBOARD_BENCH_REPS alternated rounds.

@@ -224,6 +224,7 @@ func New(opts Options) http.Handler {
 		r.Get("/config", s.getConfig)
 		r.Get("/", ui.Handler().ServeHTTP) // the dashboard (package ui)
 		r.Mount("/ui", ui.Handler())
+		r.Get("/openapi.json", s.getOpenAPI)
 	})
 
 	r.Group(func(r chi.Router) {

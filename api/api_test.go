@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -135,10 +136,12 @@ func newRig(t *testing.T, ro rigOptions) *rig {
 		Version:  "test",
 		DecodeModule: func(body []byte) (cycle.Registration, error) {
 			var req struct {
-				Name  string `json:"name"`
-				Tier  string `json:"tier"`
-				Value any    `json:"value"`
-				Panic bool   `json:"panic"`
+				Name  string   `json:"name"`
+				Tier  string   `json:"tier"`
+				Value any      `json:"value"`
+				Panic bool     `json:"panic"`
+				Fail  bool     `json:"fail"`
+				Reads []string `json:"reads"`
 			}
 			if err := api.DecodeStrict(body, &req); err != nil {
 				return cycle.Registration{}, err
@@ -146,7 +149,11 @@ func newRig(t *testing.T, ro rigOptions) *rig {
 			if req.Panic {
 				panic("decoder exploded")
 			}
-			return cycle.Registration{Spec: tiers.ModuleSpec{Name: req.Name, Tier: req.Tier}, Module: value(req.Value)}, nil
+			m := value(req.Value)
+			if req.Fail {
+				m = module(func(context.Context, *tiers.Input) (any, error) { return nil, fault.Transient(errors.New("down")) })
+			}
+			return cycle.Registration{Spec: tiers.ModuleSpec{Name: req.Name, Tier: req.Tier, Reads: req.Reads}, Module: m}, nil
 		},
 	}
 	opts = api.WithPingInterval(opts, 20*time.Millisecond)
@@ -444,10 +451,40 @@ func TestLongPoll(t *testing.T) {
 		t.Errorf("wait=1e300&after=0: tick %d", s.TickID)
 	}
 
-	// An id from the future (a previous process) is answered at once with the latest.
-	s = decode[faultsummary.Summary](t, r.expect(http.StatusOK, http.MethodGet, "/ticks/latest?wait=30s&after=100000", nil))
+	// An id still to come waits for it: ticks in between do not answer, and the wait
+	// ends with the latest summary.
+	cur := r.e.Latest().TickID
+	future := make(chan faultsummary.Summary, 1)
+	go func() {
+		res, b := r.do(http.MethodGet, fmt.Sprintf("/ticks/latest?wait=10s&after=%d", cur+2), nil)
+		var s faultsummary.Summary
+		if res.StatusCode == http.StatusOK {
+			_ = json.Unmarshal(b, &s)
+		}
+		future <- s
+	}()
+	// Without ticks it does not answer (before the fix it answered the latest at once).
+	select {
+	case s := <-future:
+		t.Fatalf("after=%d answered tick %d before that tick existed", cur+2, s.TickID)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for range 3 {
+		if _, err := r.e.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case s := <-future:
+		if s.TickID != cur+3 {
+			t.Errorf("after=%d answered tick %d, want %d (the tick after the one named)", cur+2, s.TickID, cur+3)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("long-poll for a tick still to come did not return after it")
+	}
+	s = decode[faultsummary.Summary](t, r.expect(http.StatusOK, http.MethodGet, "/ticks/latest?wait=30ms&after=100000", nil))
 	if s.TickID != r.e.Latest().TickID {
-		t.Errorf("after=100000: tick %d", s.TickID)
+		t.Errorf("after=100000, wait ended: tick %d, want the latest %d", s.TickID, r.e.Latest().TickID)
 	}
 
 	// A wait that ends without a new tick answers the latest, or 304 with a matching tag.
@@ -508,7 +545,9 @@ func TestModulesBreakersBlackboardEmergency(t *testing.T) {
 		Last     *faultsummary.Module    `json:"last"`
 		LastGood struct {
 			Key     string   `json:"key"`
-			Quality string   `json:"quality"`
+			Source  string   `json:"source"`
+			Stale   bool     `json:"stale"`
+			Expired bool     `json:"expired"`
 			AgeMs   *float64 `json:"age_ms"`
 		} `json:"last_good"`
 	}
@@ -517,12 +556,18 @@ func TestModulesBreakersBlackboardEmergency(t *testing.T) {
 		t.Fatalf("GET /modules: %d modules", len(mods))
 	}
 	m := decode[moduleView](t, r.expect(http.StatusOK, http.MethodGet, "/modules/flaky", nil))
-	if m.Tier != "work" || m.Origin != "config" || m.Last != nil || m.LastGood.Quality != "missing" || m.Breaker == nil || m.Breaker.State != "closed" {
+	if m.Tier != "work" || m.Origin != "config" || m.Last != nil || m.LastGood.Source != "none" || m.LastGood.Expired || m.Breaker == nil || m.Breaker.State != "closed" {
 		t.Errorf("GET /modules/flaky before a tick: %+v", m)
 	}
 	r.expectError(http.StatusNotFound, "not_found", http.MethodGet, "/modules/nope", nil)
 
-	r.tick()
+	ok := r.tick()
+	// In the tick that wrote it, the value is live, in the summary and in the module's view
+	// alike (issue 36, item 6: the view said "stale").
+	m = decode[moduleView](t, r.expect(http.StatusOK, http.MethodGet, "/modules/flaky", nil))
+	if line, _ := ok.Module("flaky"); line.Served.Source.String() != "live" || m.LastGood.Source != "live" || m.LastGood.Stale {
+		t.Errorf("after a successful tick: summary serves %q, GET /modules/flaky last_good %+v", line.Served.Source, m.LastGood)
+	}
 	r.failFlaky.Store(true)
 	r.tick()
 	s := r.tick() // the second failure opens flaky's breaker (threshold 2)
@@ -531,7 +576,7 @@ func TestModulesBreakersBlackboardEmergency(t *testing.T) {
 	}
 	m = decode[moduleView](t, r.expect(http.StatusOK, http.MethodGet, "/modules/flaky", nil))
 	if m.Last == nil || m.Last.Status != faultsummary.StatusFailed || m.Breaker.State != "open" ||
-		m.LastGood.Quality != "stale" || m.LastGood.AgeMs == nil || m.LastGood.Key != "flaky.result" {
+		m.LastGood.Source != "last_good" || !m.LastGood.Stale || m.LastGood.AgeMs == nil || m.LastGood.Key != "flaky.result" {
 		t.Errorf("GET /modules/flaky after failures: %+v (last %+v)", m, m.Last)
 	}
 
@@ -696,6 +741,63 @@ func TestModuleRegistration(t *testing.T) {
 	}
 	if n := r.logs.FilterMessage("admin request").Len(); n == 0 {
 		t.Error("no admin audit line")
+	}
+}
+
+// TestReRegistrationResetsItsBreaker: a module registered again under the name of one
+// whose own breaker is open (a remote that restarted) starts with a closed breaker, and
+// the 201 says what was reset (issue 36, item 4).
+func TestReRegistrationResetsItsBreaker(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"remote","tier":"work","fail":true}`), "Content-Type", ctJSON)
+	for range 3 {
+		r.tick()
+	}
+	if s := r.tick(); !slices.Contains(s.OpenCircuits, "remote") {
+		t.Fatalf("the failing module's breaker did not open: %+v", s.OpenCircuits)
+	}
+	// No tick boundary between the DELETE and the POST: the old breaker is still there.
+	r.expect(http.StatusNoContent, http.MethodDelete, "/modules/remote", nil)
+	created := decode[struct {
+		Name         string `json:"name"`
+		BreakerReset *struct {
+			Name string `json:"name"`
+			From string `json:"from"`
+		} `json:"breaker_reset"`
+	}](t, r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"remote","tier":"work","value":1}`), "Content-Type", ctJSON))
+	if created.BreakerReset == nil || created.BreakerReset.Name != "remote" || created.BreakerReset.From != "open" {
+		t.Errorf("201 breaker_reset = %+v, want the open breaker reported reset", created.BreakerReset)
+	}
+	s := r.tick()
+	if m, ok := s.Module("remote"); !ok || m.Status != faultsummary.StatusOK || m.CircuitState != "closed" {
+		t.Errorf("the re-registered module's first tick: %+v (it waited out the old cooldown)", m)
+	}
+	// A first registration, or one whose breaker is closed, reports nothing.
+	b := r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"fresh","tier":"work","value":1}`), "Content-Type", ctJSON)
+	if strings.Contains(string(b), "breaker_reset") {
+		t.Errorf("a fresh registration reports a reset: %s", b)
+	}
+}
+
+// TestRegistrationWarnings: POST /modules warns, as cycled validate does for a file, about
+// a read of a key nobody writes and of one written by a later tier (issue 36, item 3).
+func TestRegistrationWarnings(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	type answer struct {
+		Warnings []struct {
+			Field   string `json:"field"`
+			Message string `json:"message"`
+			Warning bool   `json:"warning"`
+		} `json:"warnings"`
+	}
+	a := decode[answer](t, r.expect(http.StatusCreated, http.MethodPost, "/modules",
+		jsonBody(`{"name":"reader","tier":"work","reads":["guard.result","nobody.result","good.result"]}`), "Content-Type", ctJSON))
+	if len(a.Warnings) != 2 || a.Warnings[0].Field != "reads[1]" || !strings.Contains(a.Warnings[0].Message, `no module writes key "nobody.result"`) ||
+		a.Warnings[1].Field != "reads[2]" || !strings.Contains(a.Warnings[1].Message, "does not run earlier") || !a.Warnings[0].Warning {
+		t.Errorf("warnings = %+v", a.Warnings)
+	}
+	if b := r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"quiet","tier":"work","reads":["guard.result"]}`), "Content-Type", ctJSON); strings.Contains(string(b), "warnings") {
+		t.Errorf("a clean registration has warnings: %s", b)
 	}
 }
 
@@ -1031,5 +1133,28 @@ func TestModuleRegistrationNotPersisted(t *testing.T) {
 	s = r.tick()
 	if m, ok := s.Module("extra"); !ok || m.Status != faultsummary.StatusOK {
 		t.Errorf("extra registered again: %+v %v", m, ok)
+	}
+}
+
+// TestOpenAPIServed: GET /openapi.json is the embedded description as JSON, and every
+// route of the router is in it (deploy/check validates the answers against it).
+func TestOpenAPIServed(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	doc := decode[struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}](t, r.expect(http.StatusOK, http.MethodGet, "/openapi.json", nil))
+	if doc.OpenAPI != "3.1.0" {
+		t.Errorf("openapi %q", doc.OpenAPI)
+	}
+	for _, route := range []string{"GET /ticks/latest", "GET /ticks", "POST /ticks", "GET /ticks/{id}", "GET /ticks/stream",
+		"GET /modules", "POST /modules", "GET /modules/{name}", "DELETE /modules/{name}", "POST /modules/{name}/faults",
+		"GET /breakers", "POST /breakers/{name}/reset", "GET /blackboard", "GET /blackboard/{key}", "GET /emergency",
+		"POST /emergency/reset", "GET /config", "POST /config/reload", "GET /healthz", "GET /readyz", "GET /metrics",
+		"GET /openapi.json"} {
+		method, path, _ := strings.Cut(route, " ")
+		if _, ok := doc.Paths[path][strings.ToLower(method)]; !ok {
+			t.Errorf("%s is not described", route)
+		}
 	}
 }

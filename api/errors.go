@@ -25,8 +25,11 @@ type HTTPError struct {
 	Status int
 	// Code is the machine-readable error code ("conflict", …). Empty: derived from Status.
 	Code string
-	// Field names the offending input field, if any.
+	// Field names the offending input field, if any (the first, when there are several).
 	Field string
+	// Problems lists every finding with its field, when there are several; answered as
+	// "problems" beside Field.
+	Problems tiers.Problems
 	// Err is the cause; its message is the error's message.
 	Err error
 }
@@ -126,7 +129,7 @@ func classify(err error, def int) (int, apiError) {
 		if st == 0 {
 			st = def
 		}
-		return st, apiError{Code: he.Code, Message: msg, Field: he.Field}
+		return st, apiError{Code: he.Code, Message: msg, Field: he.Field, Problems: he.Problems}
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, apiError{Code: "body_too_large",
 			Message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.uber.org/zap"
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
@@ -70,11 +71,15 @@ func moduleKind(m tiers.Module) (string, *httpView) {
 	return "go", nil
 }
 
-// lastGoodView is a key's last-known-good value as seen now.
+// lastGoodView is a key's last-known-good value as seen now, in the vocabulary of the
+// summary's "served": Source is what the latest tick served, "live" when the module wrote
+// the value in that tick, "last_good" when an older value stands in (Stale), "none" when
+// there is nothing to serve (Expired when a value outlived its TTL).
 type lastGoodView struct {
-	Key string `json:"key"`
-	// Quality is "missing", "stale" (servable) or "expired".
-	Quality string `json:"quality"`
+	Key     string `json:"key"`
+	Source  string `json:"source"`
+	Stale   bool   `json:"stale"`
+	Expired bool   `json:"expired"`
 	// AgeMs is the age of the stored value; null when there is none.
 	AgeMs     *float64   `json:"age_ms"`
 	TTLMs     float64    `json:"ttl_ms"`
@@ -127,7 +132,9 @@ func viewBreaker(b breaker.Snapshot, now time.Time) *breakerView {
 	return v
 }
 
-func (s *server) viewModule(m cycle.ModuleInfo, cfg cycle.Config, now time.Time) moduleView {
+// viewModule renders a module; served holds the latest summary's lines by module name
+// (nil: looked up in the latest summary).
+func (s *server) viewModule(m cycle.ModuleInfo, cfg cycle.Config, now time.Time, served map[string]faultsummary.Module) moduleView {
 	v := moduleView{Name: m.Spec.Name, Tier: m.Spec.Tier, TierIndex: m.TierIndex, Origin: m.Origin, Pending: m.Pending,
 		Busy: m.Busy, MaxAttempts: m.Attempts, Policy: m.Policy.String(), TTL: ttlString(m.Spec.TTL), Spec: m.Spec, Last: m.Last}
 	v.Kind, v.HTTP = moduleKind(m.Module)
@@ -138,7 +145,20 @@ func (s *server) viewModule(m cycle.ModuleInfo, cfg cycle.Config, now time.Time)
 		v.Breaker = viewBreaker(m.Breaker, now)
 	}
 	lg := m.LastGood
-	v.LastGood = lastGoodView{Key: m.Spec.Key(), Quality: lg.Quality.String(), TTLMs: blackboard.Millis(lg.TTL)}
+	v.LastGood = lastGoodView{Key: m.Spec.Key(), Source: blackboard.None.String(), TTLMs: blackboard.Millis(lg.TTL)}
+	if served == nil {
+		served = latestLines(s.e.Latest(), m.Spec.Name)
+	}
+	switch line, ok := served[m.Spec.Name]; {
+	case ok:
+		// What the latest tick served, word for word: GET /modules/{name} and the
+		// summary agree.
+		v.LastGood.Source, v.LastGood.Stale, v.LastGood.Expired = line.Served.Source.String(), line.Served.Stale, line.Served.Expired
+	case lg.Quality == lastgood.Stale:
+		v.LastGood.Source, v.LastGood.Stale = blackboard.LastGood.String(), true
+	case lg.Quality == lastgood.Expired:
+		v.LastGood.Expired = true
+	}
 	if lg.Quality != lastgood.Missing {
 		age := blackboard.Millis(lg.Age)
 		v.LastGood.AgeMs = &age
@@ -149,6 +169,25 @@ func (s *server) viewModule(m cycle.ModuleInfo, cfg cycle.Config, now time.Time)
 		}
 	}
 	return v
+}
+
+// latestLines returns the latest summary's module lines by name: only the named one's
+// when only is not empty.
+func latestLines(latest *faultsummary.Summary, only string) map[string]faultsummary.Module {
+	out := map[string]faultsummary.Module{}
+	if latest == nil {
+		return out
+	}
+	if only != "" {
+		if m, ok := latest.Module(only); ok {
+			out[only] = m
+		}
+		return out
+	}
+	for _, m := range latest.Modules() {
+		out[m.Name] = m
+	}
+	return out
 }
 
 // ttlString renders a module's TTL policy: "auto", a duration, or "default".
@@ -167,9 +206,10 @@ func (s *server) listModules(w http.ResponseWriter, _ *http.Request) {
 	mods := s.e.Modules()
 	cfg := s.e.Config()
 	now := s.e.Clock().Now()
+	served := latestLines(s.e.Latest(), "")
 	out := make([]moduleView, 0, len(mods))
 	for _, m := range mods {
-		out = append(out, s.viewModule(m, cfg, now))
+		out = append(out, s.viewModule(m, cfg, now, served))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"modules": out})
 }
@@ -182,7 +222,7 @@ func (s *server) getModule(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: fmt.Sprintf("no module %q", name)})
 		return
 	}
-	writeJSON(w, http.StatusOK, s.viewModule(m, s.e.Config(), s.e.Clock().Now()))
+	writeJSON(w, http.StatusOK, s.viewModule(m, s.e.Config(), s.e.Clock().Now(), nil))
 }
 
 // readBody reads the (size-limited) body.
@@ -264,14 +304,94 @@ func (s *server) postModule(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	reset := s.resetOwnBreaker(reg)
+	warnings := s.registrationWarnings(name)
 	s.regMu.Unlock()
 	w.Header().Set("Location", "/modules/"+url.PathEscape(name))
 	if m, ok := s.e.Module(name); ok {
-		writeJSON(w, http.StatusCreated, s.viewModule(m, s.e.Config(), s.e.Clock().Now()))
+		writeJSON(w, http.StatusCreated, registeredView{moduleView: s.viewModule(m, s.e.Config(), s.e.Clock().Now(), nil),
+			BreakerReset: reset, Warnings: warnings})
 		return
 	}
 	// Deregistered or replaced in between: acknowledge what was done.
 	writeJSON(w, http.StatusCreated, map[string]any{"name": name, "pending": true})
+}
+
+// registeredView is the answer of POST /modules: the module, and the breaker state that
+// the registration cleared.
+type registeredView struct {
+	moduleView
+	// BreakerReset is set when a breaker of the module's name was not closed: left by an
+	// earlier registration of the same name (a remote module that restarted), it was
+	// reset, so that the new registration starts closed.
+	BreakerReset *breakerResetView `json:"breaker_reset,omitempty"`
+	// Warnings are the findings about the module that do not stop it from running, as
+	// cycled validate prints them for a file: a read of a key nobody writes, or of one
+	// written by the same or a later tier. Paths are relative to the request body.
+	Warnings tiers.Problems `json:"warnings,omitempty"`
+}
+
+// registrationWarnings returns the validation warnings about the named module, in the
+// configuration that now includes it. Called with regMu held.
+func (s *server) registrationWarnings(name string) tiers.Problems {
+	cfg := s.e.Config()
+	regs := s.e.Registrations()
+	tc := tiers.Config{Tiers: cfg.Tiers, Breakers: cfg.Breakers, Modules: make([]tiers.ModuleSpec, len(regs))}
+	if tc.Tiers == nil {
+		tc.Tiers = tiers.SeedTiers()
+	}
+	index := -1
+	for i, r := range regs {
+		tc.Modules[i] = r.Spec
+		if r.Spec.Name == name {
+			index = i
+		}
+	}
+	if index < 0 {
+		return nil
+	}
+	_, ps := tiers.Validate(tc)
+	prefix := fmt.Sprintf("modules[%d].", index)
+	var out tiers.Problems
+	for _, p := range ps.Warnings() {
+		if rel, ok := strings.CutPrefix(p.Path, prefix); ok {
+			p.Path = rel
+			out = append(out, p)
+			s.log.Warn("registered module: "+p.Message, zap.String("module", name), zap.String("field", rel))
+		}
+	}
+	return out
+}
+
+// breakerResetView is what a registration's breaker reset cleared.
+type breakerResetView struct {
+	Name                string `json:"name"`
+	From                string `json:"from"`
+	ConsecutiveFailures int    `json:"consecutive_failures"`
+}
+
+// resetOwnBreaker closes the breaker that carries a new registration's name, if one is
+// left open or half-open by an earlier registration of that name: the module registered
+// now (typically a remote process that restarted) is not the one that failed, and must not
+// wait out the old cooldown (docs/decisions.md, "Re-registration starts a closed
+// breaker"). A named breaker shared with other modules guards a downstream, not this
+// module, and keeps its state. Called with regMu held.
+func (s *server) resetOwnBreaker(reg cycle.Registration) *breakerResetView {
+	if reg.Spec.Breaker != "" {
+		return nil
+	}
+	for _, b := range s.e.Breakers() {
+		if b.Name != reg.Spec.Name || b.State == breaker.Closed {
+			continue
+		}
+		if err := s.e.ResetBreaker(b.Name); err != nil {
+			return nil
+		}
+		s.log.Info("registration reset the breaker left by an earlier registration",
+			zap.String("module", reg.Spec.Name), zap.String("from", b.State.String()))
+		return &breakerResetView{Name: b.Name, From: b.State.String(), ConsecutiveFailures: b.ConsecutiveFailures}
+	}
+	return nil
 }
 
 // relativePaths rewrites the paths of a registration's validation problems from the

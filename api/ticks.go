@@ -96,7 +96,9 @@ func (s *server) writeSummary(w http.ResponseWriter, r *http.Request, status int
 // it answers as soon as a tick newer than after=ID exists — the latest summary, not
 // necessarily tick after+1. Without after, the tick named by a matching If-None-Match, or
 // else the latest at the time of the request, is the one to beat. An after above the
-// latest tick id comes from before a restart and is ignored. When the wait ends
+// latest tick id waits like any other: it names a tick still to come (docs/decisions.md,
+// "Long-poll after a tick still to come", covers a client that saw an earlier process).
+// When the wait ends
 // without a newer tick the answer is the latest summary (304 if If-None-Match matches it),
 // or 503 if there is still none.
 func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
@@ -130,15 +132,6 @@ func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
 			} else if latest != nil {
 				after = latest.TickID
 			}
-		}
-		var newest uint64
-		if latest != nil {
-			newest = latest.TickID
-		}
-		if after > newest {
-			// A tick this process never produced: the client saw a previous process (tick
-			// ids start again at 1 on restart). Answer the latest at once, or the first tick.
-			after = 0
 		}
 		if latest == nil || latest.TickID <= after {
 			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))

@@ -3,6 +3,7 @@ package config_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -92,7 +93,11 @@ func TestDemoShowsEveryLayer(t *testing.T) {
 				first[what] = id
 			}
 		}
+		plannerDerived := false
 		for _, s := range slices.Backward(e.History().List(1000, 0)) {
+			if m, ok := s.Module("planner"); ok && m.Served.DerivedFromStale {
+				plannerDerived = true
+			}
 			for _, tr := range s.Tiers {
 				if tr.Index == 0 && tr.Status != faultsummary.TierOK {
 					t.Errorf("tick %d: safety tier %s", s.TickID, tr.Status)
@@ -120,6 +125,11 @@ func TestDemoShowsEveryLayer(t *testing.T) {
 			}
 		}
 		t.Logf("first seen at tick: %v", first)
+		// The demo's comments claim derived_from_stale for the planner only if it happens
+		// (issue 36, item 5: they claimed it, and builtin modules never read their inputs).
+		if claims := strings.Contains(string(config.DemoYAML()), "output is\n# marked derived_from_stale"); claims != plannerDerived {
+			t.Errorf("demo.yaml claims the planner's output derived_from_stale: %v; it was: %v", claims, plannerDerived)
+		}
 		order := []string{"retry", "failed stale", "open stale", "expired", "probe", "closed again"}
 		for i, what := range order {
 			id, ok := first[what]

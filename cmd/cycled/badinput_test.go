@@ -39,9 +39,12 @@ modules:
 // errorAnswer is the JSON error body.
 type errorAnswer struct {
 	Error *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Field   string `json:"field"`
+		Code     string `json:"code"`
+		Message  string `json:"message"`
+		Field    string `json:"field"`
+		Problems []struct {
+			Field string `json:"field"`
+		} `json:"problems"`
 	} `json:"error"`
 }
 
@@ -57,9 +60,10 @@ type badInput struct {
 	header  [2]string
 
 	status int
-	code   string // the JSON error code; "" to skip the check
-	field  string // the JSON error field; "" to skip the check
-	plain  bool   // answered by net/http before the API: not JSON
+	code   string   // the JSON error code; "" to skip the check
+	field  string   // the JSON error field; "" to skip the check
+	fields []string // every field of the error's problems, in order; nil to skip the check
+	plain  bool     // answered by net/http before the API: not JSON
 }
 
 func (r badInput) send(t *testing.T, base string) (int, http.Header, []byte) {
@@ -118,6 +122,7 @@ func badInputTable() []badInput {
 		{name: "string for a number", method: "POST", path: "/modules", body: `{"name": "x", "tier": "planning", "every": "3"}`, ctype: "application/json", auth: "token", status: 400, field: "every"},
 		{name: "string for a bool", method: "POST", path: "/modules", body: `{"name": "x", "tier": "planning", "emergency": "TRUE"}`, ctype: "application/json", auth: "token", status: 400, field: "emergency"},
 		{name: "number for a name", method: "POST", path: "/modules", body: `{"name": 123, "tier": "planning"}`, ctype: "application/json", auth: "token", status: 400, field: "name"},
+		{name: "two wrong types", method: "POST", path: "/modules", body: `{"name": 123, "tier": "planning", "every": "3"}`, ctype: "application/json", auth: "token", status: 400, field: "name", fields: []string{"name", "every"}},
 		{name: "string for a fail rate", method: "POST", path: "/modules", body: `{"name": "x", "tier": "planning", "builtin": {"fail_rate": "0.5"}}`, ctype: "application/json", auth: "token", status: 400, field: "builtin.fail_rate"},
 		{name: "hex string for a priority", method: "POST", path: "/modules", body: `{"name": "x", "tier": "planning", "priority": "0x10"}`, ctype: "application/json", auth: "token", status: 400, field: "priority"},
 		{name: "object for a name", method: "POST", path: "/modules", body: `{"name": {"a": 1}, "tier": "planning"}`, ctype: "application/json", auth: "token", status: 400, field: "name"},
@@ -197,6 +202,13 @@ func TestBadInput(t *testing.T) {
 			}
 			if r.field != "" && e.Error.Field != r.field {
 				t.Errorf("field %q, want %q: %s", e.Error.Field, r.field, body)
+			}
+			var fields []string
+			for _, p := range e.Error.Problems {
+				fields = append(fields, p.Field)
+			}
+			if r.fields != nil && !slices.Equal(fields, r.fields) {
+				t.Errorf("problems' fields %q, want %q: %s", fields, r.fields, body)
 			}
 			if status == http.StatusUnauthorized && !strings.HasPrefix(h.Get("WWW-Authenticate"), "Bearer") {
 				t.Errorf("401 without a Bearer challenge: %q", h.Get("WWW-Authenticate"))

@@ -20,10 +20,9 @@ import (
 // otherwise.
 func healthcheck(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("healthcheck", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	url := fs.String("url", "", "URL to GET (default http://<CYCLED_HTTP_ADDR>/healthz)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
-	if code, stop := parseFlags(fs, args); stop {
+	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
 		return code
 	}
 	if *url == "" {

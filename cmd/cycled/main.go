@@ -18,18 +18,25 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/tiers"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version and commit are set at build time: -ldflags "-X main.version=v1.2.3 -X
+// main.commit=abc123" (make build, make install, make docker). Without them the module
+// version and the VCS revision that the Go toolchain stamps into the binary are used.
+var (
+	version = "dev"
+	commit  = ""
+)
 
 // Exit codes.
 const (
@@ -80,61 +87,110 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// versionString describes the build: version, Go version and VCS revision when known.
-func versionString() string {
-	v := "cycled " + version
+// buildInfo is what the binary knows of its build.
+type buildInfo struct {
+	version   string // "dev" when unknown
+	commit    string // full VCS revision, "" when unknown
+	modified  bool   // built from a tree with uncommitted changes
+	goVersion string
+}
+
+// readBuildInfo returns the build's version and commit: the ldflags values first, else
+// those the toolchain stamped (module version for go install pkg@version; vcs.revision
+// for a build inside a checkout).
+func readBuildInfo() buildInfo {
+	b := buildInfo{version: version, commit: commit, goVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return v
+		return b
 	}
-	if version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		v = "cycled " + bi.Main.Version
+	if b.version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		b.version = bi.Main.Version
 	}
-	v += " (" + bi.GoVersion
-	var rev, modified string
 	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				modified = ", modified"
-			}
+		switch {
+		case s.Key == "vcs.revision" && b.commit == "":
+			b.commit = s.Value
+		case s.Key == "vcs.modified" && commit == "":
+			b.modified = s.Value == "true"
 		}
 	}
-	if rev != "" {
+	return b
+}
+
+// versionString describes the build: version, Go version and VCS revision when known.
+func versionString() string {
+	b := readBuildInfo()
+	v := "cycled " + b.version + " (" + b.goVersion
+	if rev := b.commit; rev != "" {
 		if len(rev) > 12 {
 			rev = rev[:12]
 		}
-		v += ", commit " + rev + modified
+		v += ", commit " + rev
+		if b.modified {
+			v += ", modified"
+		}
 	}
 	return v + ")"
 }
 
-// newFlags returns the flag set of a subcommand with the configuration flags defined.
-func newFlags(name string, stderr io.Writer) *pflag.FlagSet {
+// buildInfoCollector is the cycled_build_info gauge: always 1, labelled with the version,
+// the commit and the Go version, so that dashboards can show what runs.
+func buildInfoCollector() prometheus.Collector {
+	b := readBuildInfo()
+	c := b.commit
+	if b.modified {
+		c += "-modified"
+	}
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "cycled_build_info",
+		Help:        "Build of the running daemon: always 1, labelled with version, commit and Go version.",
+		ConstLabels: prometheus.Labels{"version": b.version, "commit": c, "goversion": b.goVersion},
+	}, func() float64 { return 1 })
+}
+
+// newFlags returns the flag set of "cycled run", with every configuration flag.
+func newFlags(name string) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	config.RegisterFlags(fs)
 	return fs
 }
 
 // parseFlags parses args into fs; it returns an exit code when the program should stop.
-func parseFlags(fs *pflag.FlagSet, args []string) (int, bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK, true
-		}
-		return exitUsage, true
+// --help prints the command's usage on stdout (exit 0); a bad flag prints the error and the
+// usage on stderr (exit 2), so that a typo never ends the program in silence.
+func parseFlags(fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) (int, bool) {
+	fs.SetOutput(io.Discard) // the answers below are the only output
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.Is(err, pflag.ErrHelp):
+		printUsage(stdout, fs)
+		return exitOK, true
 	}
-	return 0, false
+	fmt.Fprintf(stderr, "cycled %s: %v\n\n", fs.Name(), err)
+	printUsage(stderr, fs)
+	return exitUsage, true
+}
+
+// printUsage writes a subcommand's usage line and flags.
+func printUsage(w io.Writer, fs *pflag.FlagSet) {
+	line := "cycled " + fs.Name() + " [flags]"
+	if fs.Name() == "validate" {
+		line = "cycled validate [--config FILE | FILE]"
+	}
+	fmt.Fprintf(w, "Usage:\n  %s\n\nFlags:\n%s", line, fs.FlagUsages())
 }
 
 // validate is "cycled validate": it loads the configuration as the daemon would and prints
 // every problem with its path, one per line, on stdout.
 func validate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate", stderr)
-	if code, stop := parseFlags(fs, args); stop {
+	// Only --config: the other configuration flags change nothing a file is checked for.
+	fs := pflag.NewFlagSet("validate", pflag.ContinueOnError)
+	fs.String("config", "", "configuration file (YAML); default $CYCLED_CONFIG, else the embedded demo")
+	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
 		return code
 	}
 	var opts []config.LoadOption

@@ -7,8 +7,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // runCmd runs the program in-process and returns its exit code and outputs.
@@ -59,6 +62,54 @@ func TestUsage(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, "validate", "a.yaml", "b.yaml"); code != exitUsage {
 		t.Fatalf("two files: %d", code)
+	}
+}
+
+// TestFlagErrorsAndHelp: a bad flag prints the error and the command's usage on stderr
+// and exits 2; --help prints the usage on stdout and exits 0; validate lists only the
+// flag it uses (issue 36, items 2 and 8).
+func TestFlagErrorsAndHelp(t *testing.T) {
+	clearEnv(t)
+	for _, tc := range []struct {
+		args     []string
+		code     int
+		stdout   []string // substrings
+		stderr   []string
+		noStdout bool
+		absent   []string // in neither output
+	}{
+		{args: []string{"--bogus"}, code: exitUsage, stderr: []string{"unknown flag: --bogus", "Usage:", "--config"}, noStdout: true},
+		{args: []string{"run", "--prot", "1"}, code: exitUsage, stderr: []string{"unknown flag: --prot", "cycled run [flags]"}, noStdout: true},
+		{args: []string{"validate", "--confg", "x"}, code: exitUsage, stderr: []string{"unknown flag: --confg", "cycled validate"}, noStdout: true},
+		{args: []string{"validate", "--period", "1s"}, code: exitUsage, stderr: []string{"unknown flag: --period"}, noStdout: true},
+		{args: []string{"healthcheck", "--nope"}, code: exitUsage, stderr: []string{"unknown flag: --nope", "--url"}, noStdout: true},
+		{args: []string{"run", "--help"}, code: exitOK, stdout: []string{"cycled run [flags]", "--http-addr", "--period"}},
+		{args: []string{"validate", "--help"}, code: exitOK, stdout: []string{"--config"}, absent: []string{"--http-addr", "--log-level", "--period"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, out, errOut := runCmd(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\nstdout %q\nstderr %q", code, tc.code, out, errOut)
+			}
+			for _, w := range tc.stdout {
+				if !strings.Contains(out, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+			if tc.noStdout && out != "" {
+				t.Errorf("stdout not empty: %q", out)
+			}
+			for _, w := range tc.absent {
+				if strings.Contains(out+errOut, w) {
+					t.Errorf("output mentions %q:\n%s%s", w, out, errOut)
+				}
+			}
+		})
 	}
 }
 
@@ -297,5 +348,31 @@ func TestRuntimeStoreUnreadableFileNotOverwritten(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(dir, stateFile)); err != nil || !fi.IsDir() {
 		t.Fatalf("the unreadable path was replaced: %v", err)
+	}
+}
+
+// TestBuildInfo: the ldflags version and commit reach both `cycled version` and the
+// cycled_build_info metric (issue 36, item 8).
+func TestBuildInfo(t *testing.T) {
+	oldV, oldC := version, commit
+	t.Cleanup(func() { version, commit = oldV, oldC })
+	version, commit = "v1.2.3", "0123456789abcdef0123456789abcdef01234567"
+
+	if code, out, _ := runCmd(t, "version"); code != 0 || !strings.HasPrefix(out, "cycled v1.2.3 (go") || !strings.Contains(out, "commit 0123456789ab)") {
+		t.Errorf("version: %d %q", code, out)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(buildInfoCollector())
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || mfs[0].GetName() != "cycled_build_info" {
+		t.Fatalf("gather: %v %v", mfs, err)
+	}
+	m := mfs[0].GetMetric()[0]
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if m.GetGauge().GetValue() != 1 || labels["version"] != "v1.2.3" || labels["commit"] != commit || labels["goversion"] != runtime.Version() {
+		t.Errorf("cycled_build_info = %v %v", m.GetGauge().GetValue(), labels)
 	}
 }

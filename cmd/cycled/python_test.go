@@ -17,9 +17,9 @@ import (
 )
 
 // TestPythonExampleEndToEnd runs the real daemon in step mode and the Python example
-// module (examples/python-module/module.py): the module registers itself with the admin
-// token, runs on the next tick, its value flows into a later tier's inputs (a recording
-// http module in planning), its --fail-every failure is retried, and on SIGTERM it
+// module (examples/python-module/module.py, on the SDK in clients/python): the module
+// registers itself with the admin token, runs on the next tick, its value flows into a
+// later tier's inputs (a recording http module in planning), and on SIGTERM it
 // deregisters.
 func TestPythonExampleEndToEnd(t *testing.T) {
 	py, err := exec.LookPath("python3")
@@ -32,7 +32,14 @@ func TestPythonExampleEndToEnd(t *testing.T) {
 	}
 	const token = "e2e-admin-token"
 	stateDir := t.TempDir()
-	cfgPath := write(t, "cycled.yaml", stepConfig+"state_dir: "+stateDir+"\n")
+	cfgPath := write(t, "cycled.yaml", `
+cycle: {period: 0}
+modules:
+  - name: collision_guard
+    tier: safety
+    builtin: {value: {obstacles: 0}}
+http: {addr: 127.0.0.1:0}
+state_dir: `+stateDir+"\n")
 	d := start(t, []string{"CYCLED_HTTP_ADMIN_TOKEN=" + token}, "--config", cfgPath)
 	admin := func(method, path, body string, out any) int {
 		t.Helper()
@@ -69,12 +76,16 @@ func TestPythonExampleEndToEnd(t *testing.T) {
 		io.WriteString(w, `{"value": "planned"}`)
 	}))
 	defer sink.Close()
-	if st := admin("POST", "/modules", `{"name": "sink", "tier": "planning", "kind": "http", "reads": ["py.result"], "http": {"url": "`+sink.URL+`"}}`, nil); st != http.StatusCreated {
+	if st := admin("POST", "/modules", `{"name": "sink", "tier": "planning", "kind": "http", "reads": ["py-recall.result"], "http": {"url": "`+sink.URL+`"}}`, nil); st != http.StatusCreated {
 		t.Fatalf("register sink: %d", st)
 	}
 
-	cmd := exec.Command(py, script, "--daemon", d.base, "--name", "py", "--tier", "knowledge", "--reads", "guard.result", "--fail-every", "2")
-	cmd.Env = append(os.Environ(), "CYCLED_ADMIN_TOKEN="+token, "PYTHONUNBUFFERED=1")
+	sdk, err := filepath.Abs(filepath.Join("..", "..", "clients", "python", "src"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, script)
+	cmd.Env = append(os.Environ(), "CYCLED_ADMIN_TOKEN="+token, "CYCLED_URL="+d.base, "PYTHONPATH="+sdk, "PYTHONUNBUFFERED=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -121,30 +132,29 @@ func TestPythonExampleEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	waitLine("registered py at http://127.0.0.1:")
+	waitLine("registered py-recall at http://127.0.0.1:")
 
 	var view struct {
 		Origin  string `json:"origin"`
 		Pending bool   `json:"pending"`
 	}
-	if st := d.do("GET", "/modules/py", "", &view); st != http.StatusOK || view.Origin != "runtime" || !view.Pending {
-		t.Fatalf("GET /modules/py = %d %+v", st, view)
+	if st := d.do("GET", "/modules/py-recall", "", &view); st != http.StatusOK || view.Origin != "runtime" || !view.Pending {
+		t.Fatalf("GET /modules/py-recall = %d %+v", st, view)
 	}
 
 	// Tick 1: the module runs, and its value reaches planning's inputs in the same tick.
 	var s summary
-	if st := admin("POST", "/ticks", "", &s); st != http.StatusOK || s.status("py") != "ok" || s.status("sink") != "ok" {
+	if st := admin("POST", "/ticks", "", &s); st != http.StatusOK || s.status("py-recall") != "ok" || s.status("sink") != "ok" {
 		t.Fatalf("tick 1: %d %+v", st, s)
 	}
 	mu.Lock()
-	got := sinkInputs[len(sinkInputs)-1]["py.result"]
+	got := sinkInputs[len(sinkInputs)-1]["py-recall.result"]
 	mu.Unlock()
 	var entry struct {
 		Value struct {
-			Echo   map[string]any `json:"echo"`
+			Clear  map[string]any `json:"clear"`
 			Source string         `json:"source"`
-			Count  int            `json:"count"`
-			Lang   string         `json:"lang"`
+			Tick   uint64         `json:"tick"`
 		} `json:"value"`
 		Source string `json:"source"`
 		Module string `json:"module"`
@@ -153,21 +163,16 @@ func TestPythonExampleEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(got, &entry); err != nil {
 		t.Fatalf("sink input %s: %v", got, err)
 	}
-	if entry.Source != "live" || entry.Module != "py" || entry.TickID != s.TickID || entry.Value.Lang != "python" ||
-		entry.Value.Echo["clear"] != true || entry.Value.Source != "live" || entry.Value.Count != 1 {
-		t.Fatalf("planning read py.result = %s", got)
-	}
-
-	// Tick 2: --fail-every 2 fails the first attempt (transient); the retry succeeds.
-	if st := admin("POST", "/ticks", "", &s); st != http.StatusOK || s.status("py") != "retried" || s.RetryCounts["py"] != 1 {
-		t.Fatalf("tick 2: %d %+v", st, s)
+	if entry.Source != "live" || entry.Module != "py-recall" || entry.TickID != s.TickID || entry.Value.Tick != s.TickID ||
+		entry.Value.Clear["obstacles"] != 0.0 || entry.Value.Source != "live" {
+		t.Fatalf("planning read py-recall.result = %s", got)
 	}
 
 	// SIGTERM: the module deregisters and exits 0; the next tick runs without it.
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitLine("deregistered py")
+	waitLine("deregistered py-recall")
 	select {
 	case <-exited:
 		if waitErr != nil {
@@ -176,10 +181,10 @@ func TestPythonExampleEndToEnd(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("module.py did not exit after SIGTERM")
 	}
-	if st := admin("POST", "/ticks", "", &s); st != http.StatusOK || s.status("py") != "" {
+	if st := admin("POST", "/ticks", "", &s); st != http.StatusOK || s.status("py-recall") != "" {
 		t.Fatalf("tick after deregistration: %d %+v", st, s)
 	}
-	if b, _ := os.ReadFile(filepath.Join(stateDir, stateFile)); strings.Contains(string(b), `"py"`) || !strings.Contains(string(b), `"sink"`) {
+	if b, _ := os.ReadFile(filepath.Join(stateDir, stateFile)); strings.Contains(string(b), `"py-recall"`) || !strings.Contains(string(b), `"sink"`) {
 		t.Fatalf("state file after deregistration: %s", b)
 	}
 	if code, _ := d.stop(); code != 0 {

@@ -146,9 +146,6 @@ func TestDaemonRemoteModuleRegistration(t *testing.T) {
 		Last struct {
 			Status string `json:"status"`
 		} `json:"last"`
-		LastGood struct {
-			Quality string `json:"quality"`
-		} `json:"last_good"`
 	}
 	if st := d.do("GET", "/modules/remote", "", &view); st != http.StatusOK || view.Origin != "runtime" || view.Last.Status != "ok" ||
 		view.Kind != "http" || view.HTTP.URL != rm.srv.URL+"/tick" || view.HTTP.MaxBody != 64<<10 {

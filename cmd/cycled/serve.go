@@ -45,8 +45,8 @@ const (
 // serve is "cycled run". ctx ends on SIGINT or SIGTERM; stop restores the default signal
 // behaviour (a second Ctrl-C kills at once); hup delivers SIGHUP (reload).
 func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run", stderr)
-	if code, done := parseFlags(fs, args); done {
+	fs := newFlags("run")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
 	if fs.NArg() > 0 {
@@ -100,7 +100,10 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	mc.Attach(engine)
 
 	readLimiter := api.NewReadLimiter(readLimit(cfg.HTTP.ReadLimit))
-	reg.MustRegister(
+	reg.MustRegister(buildInfoCollector(),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cycled_cycle_period_seconds",
+			Help: "The tick period in force (cycle.period); 0 in step mode. Alert rules compare start lag and tick age with it."},
+			func() float64 { return engine.Config().Period.Seconds() }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cycled_http_reads_delayed_total",
 			Help: "Read requests that waited for their turn under http.read_limit."},
 			func() float64 { return float64(readLimiter.Stats().Delayed) }),

@@ -69,9 +69,10 @@ func injectFaults(e *cycle.Engine, name string, body []byte) (any, error) {
 	return map[string]any{"module": name, "faults": f}, nil
 }
 
-// badRequest makes err a 400 answer naming the first field at fault.
+// badRequest makes err a 400 answer naming the first field at fault in "field" and every
+// one in "problems".
 func badRequest(err error, ps tiers.Problems) error {
-	he := &api.HTTPError{Status: http.StatusBadRequest, Code: "bad_request", Err: err}
+	he := &api.HTTPError{Status: http.StatusBadRequest, Code: "bad_request", Err: err, Problems: ps}
 	if len(ps) > 0 {
 		he.Field = ps[0].Path
 	}

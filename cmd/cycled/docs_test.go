@@ -216,6 +216,7 @@ func readmeChecks(base string) []docCheck {
 	}
 	longPoll := regexp.MustCompile(`after=(\d+)`)
 	longWait := regexp.MustCompile(`wait=([0-9.]+[a-z]*)`)
+	tickIDOut := regexp.MustCompile(`"tick_id": ?(\d+)`)
 	return []docCheck{
 		{cmd: startDaemonCmd, check: func(string, string, int) error {
 			return pollUntil(60*time.Second, "the daemon's first tick", func() bool { return getJSON(base+"/readyz", nil) == 200 })
@@ -230,8 +231,12 @@ func readmeChecks(base string) []docCheck {
 			if err != nil {
 				return err
 			}
-			lines := strings.Split(strings.TrimSpace(out), "\n")
-			got, err := strconv.ParseUint(strings.TrimSpace(lines[len(lines)-1]), 10, 64)
+			var got uint64
+			m := tickIDOut.FindStringSubmatch(out)
+			if m == nil {
+				return fmt.Errorf("want a tick id (exit %d): none in the answer", code)
+			}
+			got, err = strconv.ParseUint(m[1], 10, 64)
 			switch {
 			case err != nil || code != 0:
 				return fmt.Errorf("want a tick id (exit %d): %v", code, err)
@@ -263,6 +268,25 @@ func readmeChecks(base string) []docCheck {
 		{cmd: regexp.MustCompile(`/ticks/stream`), check: func(_, out string, code int) error {
 			if code != 124 && code != 0 || !strings.Contains(out, "event: tick") || !strings.Contains(out, "data: {") {
 				return fmt.Errorf("want SSE tick events (exit %d)", code)
+			}
+			return nil
+		}},
+		{cmd: regexp.MustCompile(`/modules/memory_recall(\s|$)`), check: func(_, out string, code int) error {
+			var m struct {
+				Name    string
+				Breaker struct{ Name string }
+			}
+			if err := jsonOut(out, code, &m); err != nil || m.Name != "memory_recall" || m.Breaker.Name != "memory-store" {
+				return fmt.Errorf("want memory_recall with its breaker memory-store: %+v %v", m, err)
+			}
+			return nil
+		}},
+		{cmd: regexp.MustCompile(`localhost:8080/emergency(\s|$)|/emergency(\s|$)`), check: func(_, out string, code int) error {
+			var e struct {
+				Active *bool
+			}
+			if err := jsonOut(out, code, &e); err != nil || e.Active == nil {
+				return fmt.Errorf("want the emergency state with its active flag: %v", err)
 			}
 			return nil
 		}},

@@ -1,5 +1,5 @@
 // Package faultsummary defines the CycleFaultSummary that every tick publishes (JSON schema
-// cycled.fault_summary/v1, field names fixed by DESIGN.md), the bounded history of recent
+// cycled.fault_summary/v1, field names fixed by the contract in docs/architecture.md), the bounded history of recent
 // summaries, and the event hub through which summaries and state changes are streamed.
 //
 // Publishing never blocks the tick: the latest summary is an atomic pointer, and a
@@ -66,7 +66,7 @@ const (
 // Status is the outcome of one module in one tick.
 type Status string
 
-// The module statuses of DESIGN.md.
+// The module statuses.
 const (
 	StatusOK          Status = "ok"           // succeeded on the first attempt
 	StatusRetried     Status = "retried"      // succeeded after more than one attempt
@@ -82,6 +82,18 @@ const (
 
 // Produced reports whether the status means the module produced a value this tick.
 func (s Status) Produced() bool { return s == StatusOK || s == StatusRetried || s == StatusProbeOK }
+
+// Nominal reports whether the status is not a degradation of its tier or its tick: a
+// success, a module not due, or one skipped (its tier, or an emergency-only module outside
+// emergency mode; a skipped tier is a degradation of its own). The one definition of
+// "nominal": the engine and the invariant checker ask here.
+func (s Status) Nominal() bool {
+	switch s {
+	case StatusOK, StatusRetried, StatusProbeOK, StatusNotDue, StatusSkipped:
+		return true
+	}
+	return false
+}
 
 // Ran reports whether the module was started this tick.
 func (s Status) Ran() bool {
@@ -353,11 +365,7 @@ func (s *Summary) ComputeSeverity() Severity {
 		return Degraded
 	}
 	for i, n := 0, s.NumModules(); i < n; i++ {
-		switch s.moduleStatus(i) {
-		case StatusOK, StatusRetried, StatusProbeOK, StatusNotDue:
-		case StatusSkipped:
-			// an emergency-only module outside emergency is normal
-		default:
+		if !s.moduleStatus(i).Nominal() {
 			return Degraded
 		}
 	}

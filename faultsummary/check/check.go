@@ -335,18 +335,8 @@ func failingStatus(st faultsummary.Status) bool {
 	return false
 }
 
-// nominal reports the statuses that do not degrade a tier or a tick.
-func nominal(st faultsummary.Status) bool {
-	switch st {
-	case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK,
-		faultsummary.StatusNotDue, faultsummary.StatusSkipped:
-		return true
-	}
-	return false
-}
-
 func validStatus(st faultsummary.Status) bool {
-	return nominal(st) || failingStatus(st)
+	return st.Nominal() || failingStatus(st)
 }
 
 // failedNow reports whether the line counts as the module's failure for its error policy
@@ -637,7 +627,7 @@ func (r *run) structure() {
 					r.add(RuleSkippedTier, "module %q has status skipped but its tier %q ran", m.Name, t.Name)
 				}
 			}
-			if !nominal(m.Status) {
+			if !m.Status.Nominal() {
 				degraded = true
 			}
 			mc := r.cfgOf[i]
@@ -893,7 +883,7 @@ func (r *run) severity() {
 		deg = deg || t.Status != faultsummary.TierOK
 	}
 	for _, m := range r.mods {
-		deg = deg || !nominal(m.Status)
+		deg = deg || !m.Status.Nominal()
 	}
 	want := faultsummary.OK
 	switch {

@@ -5,50 +5,23 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/tiers"
 )
 
-// Overrun is what the scheduler does when a tick runs past one or more grid points.
-type Overrun uint8
+// Overrun is what the scheduler does when a tick runs past one or more grid points (its
+// rules are decide.Overrun's).
+type Overrun = decide.Overrun
 
 // The overrun policies.
 const (
 	// OverrunSkip starts the next tick at the next grid point; skipped points are counted.
-	OverrunSkip Overrun = iota
+	OverrunSkip = decide.OverrunSkip
 	// OverrunCatchUp runs the missed ticks back to back, at most CatchUpMax of them.
-	OverrunCatchUp
+	OverrunCatchUp = decide.OverrunCatchUp
 	// OverrunDelay starts the next tick one period after the end of the last one.
-	OverrunDelay
+	OverrunDelay = decide.OverrunDelay
 )
-
-var overrunNames = [...]string{"skip", "catch_up", "delay"}
-
-// String returns "skip", "catch_up" or "delay".
-func (o Overrun) String() string {
-	if int(o) < len(overrunNames) {
-		return overrunNames[o]
-	}
-	return fmt.Sprintf("overrun(%d)", uint8(o))
-}
-
-// MarshalText encodes o as its name.
-func (o Overrun) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
-
-// UnmarshalText parses "skip" (or ""), "catch_up" or "delay".
-func (o *Overrun) UnmarshalText(b []byte) error {
-	s := string(b)
-	if s == "" {
-		*o = OverrunSkip
-		return nil
-	}
-	for i, n := range overrunNames {
-		if n == s {
-			*o = Overrun(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown overrun policy %q (want skip, catch_up or delay)", s)
-}
 
 // Timing selects how the scheduler waits for a grid point or a tier deadline.
 type Timing uint8
@@ -188,7 +161,7 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 	if cfg.Period < 0 {
 		add("cycle.period", "must be >= 0 (0 is step mode)")
 	}
-	if cfg.Overrun > OverrunDelay {
+	if !cfg.Overrun.Valid() {
 		add("cycle.overrun", "unknown overrun policy")
 	}
 	if cfg.History < 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
+	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/internal/ktimer"
@@ -163,6 +164,7 @@ type modRT struct {
 	tierPos int // index of the module in its tier
 	bslot   *blackboard.Slot
 	lslot   *lastgood.Slot
+	policy  decide.Policy // what the verdict on its outcome looks at
 }
 
 // Engine runs ticks. It is safe for concurrent use; ticks are serialised.
@@ -183,14 +185,14 @@ type Engine struct {
 	version uint64 // guarded by cfgMu
 
 	tickMu     sync.Mutex
-	active     *state // guarded by tickMu
-	nextID     uint64 // guarded by tickMu
-	em         emergencyState
-	pendingGap int           // guarded by tickMu: grid points skipped before the next tick
-	timer      clock.Timer   // guarded by tickMu
-	spinNet    clock.Timer   // guarded by tickMu; see Engine.spinWait
-	kt         *ktimer.Timer // guarded by tickMu; finishes coarse deadline waits (see kernelTimer)
-	ktNone     bool          // guarded by tickMu; there is no kernel timer to be had
+	active     *state           // guarded by tickMu
+	nextID     uint64           // guarded by tickMu
+	em         decide.Emergency // guarded by tickMu
+	pendingGap int              // guarded by tickMu: grid points skipped before the next tick
+	timer      clock.Timer      // guarded by tickMu
+	spinNet    clock.Timer      // guarded by tickMu; see Engine.spinWait
+	kt         *ktimer.Timer    // guarded by tickMu; finishes coarse deadline waits (see kernelTimer)
+	ktNone     bool             // guarded by tickMu; there is no kernel timer to be had
 	stall      stallWatch
 	curTick    atomic.Uint64
 
@@ -208,11 +210,6 @@ type Engine struct {
 	brTransitions atomic.Uint64
 	circMu        sync.Mutex
 	nonClosed     map[string]breaker.State // guarded by circMu
-
-	// Scratch of the tick in progress, indexed like the summary's module lines; guarded by tickMu.
-	kinds   []fault.Kind
-	errs    []error
-	permits []breaker.Permit
 
 	// What the last tick needed, to size the next one's lists at once; guarded by tickMu.
 	lastExtras, lastDegraded int
@@ -424,7 +421,8 @@ func (e *Engine) applyLocked(st *state) {
 	for i := range st.plan.Modules { // sorted by tier: the order the runners visit them
 		pm := &st.plan.Modules[i]
 		reg := st.regs[pm.Spec.Name]
-		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module}
+		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
+			policy: decide.Policy{Policy: pm.Policy, OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency}}
 		if pm.Spec.Breaker != "" {
 			rt.brName = pm.Spec.Breaker
 		} else {
@@ -495,9 +493,6 @@ func (e *Engine) applyLocked(st *state) {
 			e.board.Remove(m.key)
 		}
 	}
-	e.kinds = make([]fault.Kind, n)
-	e.errs = make([]error, n)
-	e.permits = make([]breaker.Permit, n)
 	e.active = st
 	e.activeView.Store(st)
 	for _, h := range e.hooks {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cycled/cycled/cycle/decide"
 	"runtime"
 	"slices"
 	"strings"
@@ -1007,7 +1008,7 @@ func TestDeadlineBeforeAdmission(t *testing.T) {
 			t.Errorf("eo: %q, want skipped", st)
 		}
 		p := mod(t, s, "plain")
-		if p.Status != faultsummary.StatusTimedOut || p.Attempts != 0 || p.Error != errUnstarted.Error() {
+		if p.Status != faultsummary.StatusTimedOut || p.Attempts != 0 || p.Error != decide.CauseUnstarted.Err().Error() {
 			t.Errorf("plain: %+v, want timed_out, 0 attempts, never started", p)
 		}
 		if b := mod(t, s, "b000"); b.Status != faultsummary.StatusTimedOut || b.Attempts != 1 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
+	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/retrybudget"
@@ -218,7 +219,7 @@ func (tr *tierRun) ended(chain bool) *tierRun {
 	tr.closed.Store(true) // a runner woken late finds nothing left to do
 	seg := tr.seg
 	out, now := tr.settle(nil, false)
-	if chain && !seg.emergency && !out.failed && !out.abort && !out.safetyFailed && tr.tier+1 < len(seg.st.cfg.Tiers) {
+	if chain && !seg.emergency && !out.Decisive() && tr.tier+1 < len(seg.st.cfg.Tiers) {
 		if tr.excN.Load() > 0 {
 			now = tr.e.clock.Now() // the next tier's budget starts after the exceptions
 		}
@@ -495,8 +496,7 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 						late = append(late, int32(j))
 						break
 					}
-					ln.status = lsUnstarted
-					tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errUnstarted
+					ln.late = decide.Unstarted
 					w.permit = breaker.Permit{}
 					late = append(late, int32(j))
 					break
@@ -512,9 +512,8 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 					continue
 				}
 				ln := &tr.l.recs[rt.idx]
-				ln.status = lsTimedOut
+				ln.late = decide.Abandoned
 				ln.attempts = w.attempts.Load()
-				tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errAbandoned
 				tr.budgetExhausted.Store(true)
 				late = append(late, int32(j))
 			}
@@ -633,24 +632,14 @@ const (
 	dispatched        // handed to its dedicated goroutine, which reports it
 )
 
-// preAdmit decides the outcomes that do not need the breaker or a run: an emergency-only
-// module outside emergency mode is skipped, a multi-rate module not due this tick is
-// not_due, a module whose run of an earlier tick has not returned (busy set) is busy. It
-// reports whether it decided. A fault is left in the engine's kinds and errs, which the
-// line takes once the tier is over (settle).
+// preAdmit decides the refusals that do not need the breaker (decide.Admit): an
+// emergency-only module outside emergency mode, a multi-rate module not due this tick, a
+// module whose run of an earlier tick has not returned. It records the refusal on the line
+// and reports whether there was one.
 func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
-	switch {
-	case rt.spec.Emergency && !tr.emergency:
-		ln.status = lsSkipped
-	case rt.spec.Every > 1 && tr.tick%uint64(rt.spec.Every) != 0: // EveryN, without a division for most modules
-		ln.status = lsNotDue
-	case busy:
-		ln.status = lsBusy
-		tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errBusy
-	default:
-		return false
-	}
-	return true
+	ln.refusal = decide.Admit(decide.Gate{Tick: tr.tick, Every: rt.spec.Every, EmergencyOnly: rt.spec.Emergency,
+		Emergency: tr.emergency, Busy: busy})
+	return ln.refusal != decide.NotRefused
 }
 
 // process admits module j of tr and runs it inline or dispatches it. t is when its work
@@ -676,18 +665,12 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		// Lost to another admission (caught above next time round), to the engine at the
 		// deadline (likewise), or to a late run clearing its busy bit: look again.
 	}
-	e := tr.e
 	ln := tr.l.init(rt)
-	i := rt.idx
 	switch {
 	case tr.preAdmit(rt, ln, busy != 0):
 	default:
 		p := rt.br.Acquire()
-		if !p.Allowed() {
-			ln.status = lsOpen
-			if rt.spec.OnOpen == tiers.Fail {
-				e.kinds[i], e.errs[i] = fault.KindControl, errOpenFail
-			}
+		if ln.refusal = decide.AdmitBreaker(p.Allowed()); ln.refusal != decide.NotRefused {
 			break
 		}
 		w.permit = p
@@ -698,7 +681,7 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		}
 		if !w.dispatch(tr) {
 			rt.br.Release(p) // the Done store below clears the busy bit
-			ln.status = lsSkipped
+			ln.refusal = decide.Stopped
 			break
 		}
 		if !tr.dispatched.Load() {
@@ -815,24 +798,25 @@ func (w *worker) clearBusy() { w.swapPhase(func(old uint64) uint64 { return old 
 // busy reports whether a run of the module is in flight.
 func (w *worker) busy() bool { return phaseBusy(w.phase.Load()) != 0 }
 
-// report commits and fills the summary line of a run that returned in time. A fault is
-// left in the engine's kinds and errs (the line takes it once the tier is over).
+// report fills the summary line of a run that returned (in time or not) with its facts,
+// and commits it if the verdict is a success: breaker, last-known-good, blackboard. Any
+// other verdict is left to whoever settles the tier.
 func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) {
 	r := &w.res
-	e := w.e
-	i := rt.idx
-	ln := &tr.l.recs[i]
+	ln := &tr.l.recs[rt.idx]
 	ln.attempts = int32(r.res.Attempts)
 	ln.latency = d
 	if r.res.BudgetExhausted {
 		tr.budgetExhausted.Store(true)
 	}
-	probe := w.permit.Kind() == breaker.Probe
-	kind := r.res.Kind
-	if r.res.Err != nil { // a success leaves them as the tick's start cleared them (no shared cache line written)
-		e.kinds[i], e.errs[i] = kind, r.res.Err
+	if w.permit.Kind() == breaker.Probe {
+		ln.flags |= lineProbe
 	}
-	if !end.Before(tr.deadline) {
+	if r.res.Err != nil { // a success leaves them as the tick's start cleared them
+		ln.kind, ln.flags = r.res.Kind, ln.flags|lineFailed
+	}
+	switch {
+	case !end.Before(tr.deadline):
 		// It returned at or after the deadline, before the engine got round to abandoning
 		// it (a late wake-up, or, on a clock that stands still while goroutines run, the
 		// same instant): the result is late all the same, and discarded, as the engine
@@ -840,60 +824,36 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 		// budget and the engine's own wait. This comes first also for a run that never
 		// started because its runner reached it at or after the deadline: the engine,
 		// finding it running then, abandons it, and the two must not differ.
-		ln.status = lsTimedOut
-		e.kinds[i], e.errs[i] = fault.KindTransient, errAbandoned
+		ln.late = decide.Abandoned
 		tr.budgetExhausted.Store(true)
+	case r.res.Attempts == 0 && r.res.Err != nil:
+		// Not started: its tier's context was done already (the tick cancelled, or the
+		// engine took the tier), or the runner reached it at or after the deadline.
+		ln.late = decide.Unstarted
+	}
+	v := decide.Judge(ln.outcome(), rt.policy)
+	if v.Breaker == decide.Success && ln.late == decide.InTime {
+		w.commit(tr, rt, ln, end)
+	}
+	if !v.Plain(r.res.Attempts) {
 		tr.exception(rt.tierPos)
 		return
 	}
-	if r.res.Attempts == 0 && r.res.Err != nil {
-		// Not started: its tier's context was done already, or the runner reached it at or
-		// after the deadline. Not a run, and not the module's failure. If the tick was
-		// cancelled (the retry budget classified the refusal canceled), it failed as
-		// canceled: nothing recorded on its breaker, no emergency mode from the safety
-		// tier. Otherwise the deadline or the engine came first: unstarted, which the tier
-		// settles as timed out.
-		if r.res.Kind == fault.KindCanceled {
-			ln.status = lsFailed
-			e.kinds[i], e.errs[i] = fault.KindCanceled, errTickCanceled
-		} else {
-			ln.status = lsUnstarted
-			e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
-		}
-		tr.exception(rt.tierPos)
-		return
-	}
-	if r.res.Err != nil {
-		ln.status = lsFailed
-		if kind == fault.KindControl {
-			ln.status = lsOK
-		} else if probe {
-			ln.status = lsProbeFailed
-		}
-		tr.exception(rt.tierPos)
-		return
-	}
+	ln.status = v.Status
+}
+
+// commit writes a success: breaker, last-known-good, blackboard, and the line's live value.
+func (w *worker) commit(tr *tierRun, rt *modRT, ln *lineRec, end time.Time) {
+	r := &w.res
 	rt.br.Success(w.permit)
 	seq := rt.lslot.PutValue(r.value, rt.name, tr.tick, end)
-	e.board.SetLive(rt.bslot, rt.lslot, tr.tier, r.readStale)
-	ln.seq, ln.written, ln.flags = seq, end.UnixNano(), lineLive
+	tr.e.board.SetLive(rt.bslot, rt.lslot, tr.tier, r.readStale)
+	ln.seq, ln.written, ln.flags = seq, end.UnixNano(), ln.flags|lineLive
 	if r.readStale {
 		ln.flags |= lineDerived
 	}
 	if r.value != nil {
-		tr.l.vals[i] = r.value
-	}
-	switch {
-	case probe:
-		ln.status = lsProbeOK
-		if r.res.Attempts > 1 {
-			tr.exception(rt.tierPos) // for retry_counts
-		}
-	case r.res.Attempts > 1:
-		ln.status = lsRetried
-		tr.exception(rt.tierPos)
-	default:
-		ln.status = lsOK
+		tr.l.vals[rt.idx] = r.value
 	}
 }
 

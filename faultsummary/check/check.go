@@ -92,8 +92,8 @@ const DefaultTolerance = 2 * time.Millisecond
 // (timing, lastgood_age, breaker_cooldown): times decoded from JSON are wall times.
 func WithTolerance(d time.Duration) Option { return func(c *Checker) { c.tol = d } }
 
-// Checker checks a sequence of summaries, fed in tick order, against the invariants of
-// DESIGN.md. It is stateful and not safe for concurrent use.
+// Checker checks a sequence of summaries, fed in tick order, against the invariants the
+// package documentation lists. It is stateful and not safe for concurrent use.
 type Checker struct {
 	cfg  Config
 	tol  time.Duration

@@ -77,7 +77,7 @@ func newHarness(t *testing.T, cfg cycle.Config, regs []cycle.Registration) *harn
 	if cfg.Tiers == nil {
 		cfg.Tiers = engineTiers()
 	}
-	c, err := check.ForEngine(cfg, regs)
+	c, err := cycle.NewChecker(cfg, regs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,9 +206,7 @@ type Engine struct {
 	realClock  bool
 	grid       gridTimer // Run's kernel timer for grid points; used by Run's goroutine only
 
-	brTransitions atomic.Uint64
-	circMu        sync.Mutex
-	nonClosed     map[string]breaker.State // guarded by circMu
+	circ circuitBook // the breakers not closed, for the summaries
 
 	// What the last tick needed, to size the next one's lists at once; guarded by tickMu.
 	lastExtras, lastDegraded int
@@ -225,11 +222,10 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 	}
 	c := cfg.withDefaults()
 	e := &Engine{
-		clock:     o.clock,
-		hooks:     o.hooks,
-		lg:        lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
-		nonClosed: make(map[string]breaker.State),
-		hub:       faultsummary.NewHub(),
+		clock: o.clock,
+		hooks: o.hooks,
+		lg:    lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
+		hub:   faultsummary.NewHub(),
 	}
 	e.realClock = clock.IsReal(o.clock)
 	e.lines = newLinePrep(&e.workersWG)
@@ -507,20 +503,11 @@ func (e *Engine) applyLocked(st *state) {
 // starts closed, and no transition of the old one will say so.
 func (e *Engine) removeBreaker(name string) {
 	e.breakers.Remove(name)
-	e.circMu.Lock()
-	delete(e.nonClosed, name)
-	e.circMu.Unlock()
+	e.circ.remove(name)
 }
 
 func (e *Engine) onBreaker(t breaker.Transition) {
-	e.brTransitions.Add(1)
-	e.circMu.Lock()
-	if t.To == breaker.Closed {
-		delete(e.nonClosed, t.Name)
-	} else {
-		e.nonClosed[t.Name] = t.To
-	}
-	e.circMu.Unlock()
+	e.circ.moved(t)
 	tick := e.curTick.Load()
 	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventBreaker, Breaker: &faultsummary.BreakerEvent{
 		Breaker: t.Name, From: t.From.String(), To: t.To.String(), Reason: t.Reason, At: t.At, TickID: tick}})
@@ -701,14 +688,4 @@ func (e *Engine) WaitWorkers(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// circuitSnapshot returns the breakers that are not closed, with their state.
-func (e *Engine) circuitSnapshot() map[string]breaker.State {
-	e.circMu.Lock()
-	defer e.circMu.Unlock()
-	if len(e.nonClosed) == 0 {
-		return nil
-	}
-	return maps.Clone(e.nonClosed)
 }

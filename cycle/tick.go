@@ -52,7 +52,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	e.curTick.Store(id)
 	start := e.clock.Now()
 	e.board.Begin(id, start)
-	transitionsBefore := e.brTransitions.Load()
+	transitionsBefore := e.circ.ver.Load()
 	if e.resetReq.Swap(false) {
 		e.em = e.em.Reset()
 	}
@@ -139,28 +139,21 @@ func (e *Engine) runTiers(ctx context.Context, st *state, s *faultsummary.Summar
 // circuits sets the circuits after this tick: the summary's lists, and each line's state.
 // Lines carry the state seen at admission; if any breaker moved during the tick (a
 // failure, a probe, a shared breaker) they are read again here. Lines and lists come from
-// one snapshot of the non-closed breakers, so that a breaker half-opened meanwhile by a
+// one snapshot of the breakers not closed, so that a breaker half-opened meanwhile by a
 // reader (GET /breakers) cannot make them disagree.
 func (e *Engine) circuits(st *state, s *faultsummary.Summary, tl *tickLines, transitionsBefore uint64) {
-	snap := e.circuitSnapshot()
-	if e.brTransitions.Load() != transitionsBefore || len(snap) > 0 {
-		for i := range tl.recs {
-			if stt, ok := snap[st.lines[i].brName]; ok {
-				tl.recs[i].circuit = stt
-			} else {
-				tl.recs[i].circuit = breaker.Closed
-			}
-		}
+	ver, snap, open, half := e.circ.snapshot()
+	s.OpenCircuits, s.HalfOpenCircuits = open, half
+	if ver == transitionsBefore {
+		return
 	}
-	for name, stt := range snap {
-		if stt == breaker.Open {
-			s.OpenCircuits = append(s.OpenCircuits, name)
+	for i := range tl.recs {
+		if stt, ok := snap[st.lines[i].brName]; ok {
+			tl.recs[i].circuit = stt
 		} else {
-			s.HalfOpenCircuits = append(s.HalfOpenCircuits, name)
+			tl.recs[i].circuit = breaker.Closed
 		}
 	}
-	slices.Sort(s.OpenCircuits)
-	slices.Sort(s.HalfOpenCircuits)
 }
 
 // publishTick appends the summary to the history and publishes it, after its module

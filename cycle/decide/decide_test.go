@@ -105,6 +105,9 @@ func TestJudge(t *testing.T) {
 		if got := Judge(c.o, c.p); got != c.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.name, got, c.want)
 		}
+		if got := judgeAll(c.o, c.p); got != c.want {
+			t.Errorf("%s (rule by rule):\n got %+v\nwant %+v", c.name, got, c.want)
+		}
 	}
 }
 

@@ -51,8 +51,25 @@ type Verdict struct {
 	FailsTier, Aborts, SafetyFailure bool
 }
 
+// plainRun is the outcome of most runs, a success after one attempt, and plainVerdict the
+// verdict on it (made by judgeAll like any other, whatever the policy: a success fails
+// nothing): Judge answers it without going through the rules, as it is asked once per
+// module per tick on the runners' path.
+var (
+	plainRun     = Outcome{Attempts: 1}
+	plainVerdict = judgeAll(plainRun, Policy{})
+)
+
 // Judge returns the verdict on outcome o of a module configured as p.
 func Judge(o Outcome, p Policy) Verdict {
+	if o == plainRun {
+		return plainVerdict
+	}
+	return judgeAll(o, p)
+}
+
+// judgeAll returns the verdict on outcome o of a module configured as p, rule by rule.
+func judgeAll(o Outcome, p Policy) Verdict {
 	v := judge(o, p)
 	v.Status = StatusOf(o)
 	if v.Serve == Stale && p.Safety && o.Refusal != TierSkipped {

@@ -171,7 +171,7 @@ type Engine struct {
 	clock  clock.Clock
 	runner *retrybudget.Runner
 	pool   *pool
-	hooks  []Hooks
+	subs   []subscriber // every event goes to each, once (see event)
 
 	lg       *lastgood.Store
 	board    *blackboard.Board
@@ -223,9 +223,12 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 	c := cfg.withDefaults()
 	e := &Engine{
 		clock: o.clock,
-		hooks: o.hooks,
 		lg:    lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
 		hub:   faultsummary.NewHub(),
+	}
+	e.subs = append(e.subs, hubSubscriber(e.hub))
+	for _, h := range o.hooks {
+		e.subs = append(e.subs, hooksSubscriber(h))
 	}
 	e.realClock = clock.IsReal(o.clock)
 	e.lines = newLinePrep(&e.workersWG)
@@ -491,11 +494,7 @@ func (e *Engine) applyLocked(st *state) {
 	}
 	e.active = st
 	e.activeView.Store(st)
-	for _, h := range e.hooks {
-		if h.OnApply != nil {
-			h.OnApply(st.version)
-		}
-	}
+	e.emit(event{kind: evApply, version: st.version})
 }
 
 // removeBreaker removes the breaker called name, and its state from the circuits the
@@ -506,16 +505,11 @@ func (e *Engine) removeBreaker(name string) {
 	e.circ.remove(name)
 }
 
+// onBreaker is the breakers' listener: it records the transition for the summaries and
+// publishes it.
 func (e *Engine) onBreaker(t breaker.Transition) {
 	e.circ.moved(t)
-	tick := e.curTick.Load()
-	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventBreaker, Breaker: &faultsummary.BreakerEvent{
-		Breaker: t.Name, From: t.From.String(), To: t.To.String(), Reason: t.Reason, At: t.At, TickID: tick}})
-	for _, h := range e.hooks {
-		if h.OnBreaker != nil {
-			h.OnBreaker(t)
-		}
-	}
+	e.emit(event{kind: evBreaker, tick: e.curTick.Load(), breaker: t})
 }
 
 // History returns the bounded history of summaries.

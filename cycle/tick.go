@@ -160,20 +160,7 @@ func (e *Engine) circuits(st *state, s *faultsummary.Summary, tl *tickLines, tra
 // events.
 func (e *Engine) publishTick(st *state, s *faultsummary.Summary, tl *tickLines) {
 	e.history.Append(s)
-	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventTick, Summary: s})
-	for _, h := range e.hooks {
-		if h.OnModule != nil {
-			for i, rt := range st.lines {
-				r := &tl.recs[i]
-				h.OnModule(ModuleEvent{TickID: s.TickID, Module: rt.name, Tier: st.cfg.Tiers[rt.planned.TierIndex].Name,
-					Status: r.status.Public(), Attempts: int(r.attempts), Latency: r.latency, Kind: r.kind,
-					Err: lineErr(rt, r.cause)})
-			}
-		}
-		if h.OnTick != nil {
-			h.OnTick(s)
-		}
-	}
+	e.emit(event{kind: evTick, tick: s.TickID, summary: s, st: st, lines: tl})
 }
 
 // skipTier records every module of tier ti as skipped (decide.SkipTier said so).
@@ -319,11 +306,7 @@ func (tr *tierRun) settleModule(out *tierOutcome, j int, tEnd time.Time) {
 	if ln.late == decide.Abandoned {
 		// It ignored its context: abandoned, its late result discarded.
 		ln.latency = tEnd.Sub(tr.start)
-		for _, h := range e.hooks {
-			if h.OnAbandon != nil {
-				h.OnAbandon(rt.name, tr.tick)
-			}
-		}
+		e.emit(event{kind: evAbandon, module: rt.name, tick: tr.tick})
 	}
 	if v.SafetyFailure && !out.SafetyFailed {
 		out.safetyReason = rt.name + ": " + string(v.Status.Public())
@@ -585,10 +568,5 @@ func (e *Engine) evalEmergency(st *state, id uint64, out tierOutcome) {
 }
 
 func (e *Engine) emergencyEvent(ev faultsummary.EmergencyEvent) {
-	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventEmergency, Emergency: &ev})
-	for _, h := range e.hooks {
-		if h.OnEmergency != nil {
-			h.OnEmergency(ev)
-		}
-	}
+	e.emit(event{kind: evEmergency, tick: ev.TickID, emergency: ev})
 }

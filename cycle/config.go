@@ -195,10 +195,20 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 	}
 	plan, tps := tiers.Validate(tc)
 	ps = append(ps, tps...)
-	// An emergency-only module in a tier that emergency mode skips can never run.
+	ps = append(ps, unreachableEmergencyOnly(cfg, c.Tiers, mods)...)
+	if len(ps.Errors()) > 0 {
+		return nil, ps
+	}
+	return plan, ps
+}
+
+// unreachableEmergencyOnly warns of every emergency-only module in a tier that emergency
+// mode skips: it can never run.
+func unreachableEmergencyOnly(cfg Config, ts []tiers.Tier, mods []Registration) tiers.Problems {
+	var ps tiers.Problems
 	skipped := make(map[string]bool)
 	if cfg.Emergency.SkipTiers == nil {
-		for i, t := range c.Tiers {
+		for i, t := range ts {
 			skipped[t.Name] = i > 0
 		}
 	} else {
@@ -212,8 +222,5 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 				Message: fmt.Sprintf("emergency-only module in tier %q, which emergency mode skips: it never runs", m.Spec.Tier)})
 		}
 	}
-	if len(ps.Errors()) > 0 {
-		return nil, ps
-	}
-	return plan, ps
+	return ps
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
@@ -164,7 +165,19 @@ type modRT struct {
 	bslot   *blackboard.Slot
 	lslot   *lastgood.Slot
 	policy  decide.Policy // what the verdict on its outcome looks at
+	inst    instance      // the identity of mod
 }
+
+// instance is the identity of a module implementation: the two words of its interface value
+// (type and data). Copies of one interface value share them, so a registration that passes
+// the module in force again (as a configuration reload does for an unchanged module) keeps
+// the module's worker, and with it a run still outstanding; any other value is a new
+// implementation, which gets a worker of its own. Unlike ==, it compares modules of any
+// type, funcs included, without reflection and without panicking on uncomparable types.
+type instance [2]unsafe.Pointer
+
+// instanceOf returns the identity of m.
+func instanceOf(m tiers.Module) instance { return *(*instance)(unsafe.Pointer(&m)) }
 
 // Engine runs ticks. It is safe for concurrent use; ticks are serialised.
 type Engine struct {
@@ -396,19 +409,40 @@ func (e *Engine) applyPending() {
 // applyLocked installs st: it keeps the workers of unchanged modules (a busy worker stays
 // busy), starts workers for new ones and stops the workers of removed ones.
 func (e *Engine) applyLocked(st *state) {
-	old := e.active
 	oldRT := map[string]*modRT{}
-	if old != nil {
-		for _, ms := range old.tierMods {
-			for _, m := range ms {
-				oldRT[m.name] = m
-			}
+	if e.active != nil {
+		for _, m := range e.active.lines {
+			oldRT[m.name] = m
 		}
 	}
-	// Breakers: a module's own breaker carries the module's name; named ones theirs.
-	// A reload whose settings differ replaces the breaker (the operator changed it).
+	want, order := st.newRuntimes(oldRT)
+	e.syncBreakers(st, want, order)
+	e.lg.SetDefaultTTL(st.cfg.DefaultTTL) // a reload may change it (lastgood.default_ttl)
+	e.placeRuntimes(st)
+	keys := make(map[string]bool, len(st.lines))
+	for _, rt := range st.lines {
+		keys[rt.key] = true
+	}
+	for _, m := range oldRT { // the runtimes no module of st took over
+		m.w.stop()
+		if !keys[m.key] { // a key still written (by a new implementation) keeps its history
+			e.lg.Delete(m.key)
+			e.board.Remove(m.key)
+		}
+	}
+	e.active = st
+	e.activeView.Store(st)
+	e.emit(event{kind: evApply, version: st.version})
+}
+
+// newRuntimes makes the runtimes of st's modules, tier by tier; a module whose
+// implementation is the same instance as in oldRT keeps its worker (a run still
+// outstanding keeps it busy) and is removed from oldRT. It returns the breakers st needs
+// and their names in the order the runners visit them, named breakers no module uses last.
+// A module's own breaker carries the module's name and its tier's settings.
+func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settings, []string) {
 	want := map[string]breaker.Settings{}
-	var order []string // the breakers' names in the order the runners visit them (below)
+	var order []string
 	for name, s := range st.cfg.Breakers {
 		s.Name = name
 		if s.TripOn.Empty() {
@@ -421,31 +455,33 @@ func (e *Engine) applyLocked(st *state) {
 		pm := &st.plan.Modules[i]
 		reg := st.regs[pm.Spec.Name]
 		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
-			policy: decide.Policy{Policy: pm.Policy, OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency}}
-		if pm.Spec.Breaker != "" {
-			rt.brName = pm.Spec.Breaker
-		} else {
+			brName: pm.Spec.Breaker, inst: instanceOf(reg.module), policy: decide.Policy{Policy: pm.Policy,
+				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency}}
+		if rt.brName == "" {
 			rt.brName = pm.Spec.Name
 			s := st.cfg.Tiers[pm.TierIndex].Breaker
 			s.Name = pm.Spec.Name
 			want[pm.Spec.Name] = s
 		}
 		order = append(order, rt.brName)
-		if prev, ok := oldRT[rt.name]; ok && sameModule(prev.mod, rt.mod) {
-			// Same implementation: keep its worker, so a run still outstanding keeps it busy.
+		if prev, ok := oldRT[rt.name]; ok && prev.inst == rt.inst {
 			rt.w = prev.w
 			delete(oldRT, rt.name)
 		}
 		st.tierMods[pm.TierIndex] = append(st.tierMods[pm.TierIndex], rt)
 	}
-	// Created in the order the runners visit them (the plan's), a tier's breakers (like
-	// its runtimes, workers and slots) lie mostly in the order of its modules in memory:
-	// at 5000 modules a tick no longer fits in a core's cache, and breakers created in map
-	// order made every module's first touch of its breaker a miss the CPU could not
-	// prefetch.
 	for name := range st.cfg.Breakers {
 		order = append(order, name) // named breakers no module uses still exist
 	}
+	return want, order
+}
+
+// syncBreakers makes the registry hold exactly the breakers in want, created in order. A
+// breaker whose settings changed is replaced (the operator changed it). Created in the
+// order the runners visit them, a tier's breakers (like its runtimes, workers and slots)
+// lie mostly in the order of its modules in memory, which the CPU can prefetch when a
+// large tick does not fit in its cache.
+func (e *Engine) syncBreakers(st *state, want map[string]breaker.Settings, order []string) {
 	created := make(map[string]bool, len(want))
 	for _, name := range order {
 		s, ok := want[name]
@@ -463,7 +499,11 @@ func (e *Engine) applyLocked(st *state) {
 			e.removeBreaker(snap.Name)
 		}
 	}
-	e.lg.SetDefaultTTL(st.cfg.DefaultTTL) // a reload may change it (lastgood.default_ttl)
+}
+
+// placeRuntimes numbers st's runtimes in summary order and attaches each to its breaker,
+// last-known-good and blackboard slots and worker (a new one if it kept none).
+func (e *Engine) placeRuntimes(st *state) {
 	n := 0
 	for _, ms := range st.tierMods {
 		for pos, rt := range ms {
@@ -481,20 +521,6 @@ func (e *Engine) applyLocked(st *state) {
 			rt.w.setModule(rt)
 		}
 	}
-	keys := make(map[string]bool, n)
-	for _, rt := range st.lines {
-		keys[rt.key] = true
-	}
-	for _, m := range oldRT {
-		m.w.stop()
-		if !keys[m.key] { // a key still written (by a new implementation) keeps its history
-			e.lg.Delete(m.key)
-			e.board.Remove(m.key)
-		}
-	}
-	e.active = st
-	e.activeView.Store(st)
-	e.emit(event{kind: evApply, version: st.version})
 }
 
 // removeBreaker removes the breaker called name, and its state from the circuits the

@@ -461,13 +461,7 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 	}
 	for {
 		cur := seg.cur.Load()
-		d := cur.deadline.Sub(now) - seg.margin
-		// A runner may go on to a later tier with an earlier deadline while the engine
-		// sleeps; such a tier starts after now, so its deadline is at least now plus its
-		// budget. Waking by then at the latest, the engine never sleeps past it.
-		if b, ok := seg.minBudgetAfter(cur.tier); ok && d > b {
-			d = b
-		}
+		d := seg.sleepFor(cur, now)
 		if d > 0 && !precise && e.mayKernelTimer() {
 			if d > kernelMargin {
 				d -= kernelMargin // the Go timer's part, ending kernelMargin early
@@ -479,41 +473,15 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 			}
 		}
 		if d > 0 {
-			if e.timer == nil {
-				e.timer = e.clock.NewTimer(d)
-			} else {
-				e.timer.Reset(d)
-			}
-			if spin {
-				spin = false
-				if e.spinWait(seg, now, d) {
-					e.timer.Stop() // a channel timer: nothing to drain since Go 1.23
-					return seg.end, false
-				}
-			}
-			select {
-			case <-seg.done:
-				if !e.timer.Stop() {
-					select {
-					case <-e.timer.C():
-					default:
-					}
-				}
+			if e.timerWait(seg, now, d, spin) {
 				return seg.end, false
-			case <-e.timer.C():
 			}
+			spin = false
 			now = e.clock.Now()
 			continue // the segment may have moved on to a later tier meanwhile
 		}
-		if precise {
-			for seg.cur.Load() == cur && e.clock.Now().Before(cur.deadline) {
-				select {
-				case <-seg.done:
-					return seg.end, false
-				default:
-				}
-				runtime.Gosched()
-			}
+		if precise && e.spinToDeadline(seg, cur) {
+			return seg.end, false
 		}
 		select {
 		case <-seg.done:
@@ -527,6 +495,59 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 		runtime.Gosched()
 		now = e.clock.Now()
 	}
+}
+
+// sleepFor returns how long the engine may sleep from now while cur is the segment's
+// tier: until its deadline less the precise margin. A runner may go on to a later tier
+// with an earlier deadline while the engine sleeps; such a tier starts after now, so its
+// deadline is at least now plus its budget. Waking by then at the latest, the engine never
+// sleeps past it.
+func (seg *segment) sleepFor(cur *tierRun, now time.Time) time.Duration {
+	d := cur.deadline.Sub(now) - seg.margin
+	if b, ok := seg.minBudgetAfter(cur.tier); ok && d > b {
+		d = b
+	}
+	return d
+}
+
+// timerWait waits on the engine's Go timer for d from now, spinning first if spin is set
+// (see spinWait), and reports whether the segment handed a tier back meanwhile.
+func (e *Engine) timerWait(seg *segment, now time.Time, d time.Duration, spin bool) bool {
+	if e.timer == nil {
+		e.timer = e.clock.NewTimer(d)
+	} else {
+		e.timer.Reset(d)
+	}
+	if spin && e.spinWait(seg, now, d) {
+		e.timer.Stop() // a channel timer: nothing to drain since Go 1.23
+		return true
+	}
+	select {
+	case <-seg.done:
+		if !e.timer.Stop() {
+			select {
+			case <-e.timer.C():
+			default:
+			}
+		}
+		return true
+	case <-e.timer.C():
+		return false
+	}
+}
+
+// spinToDeadline yields the processor until cur's deadline while cur is the segment's
+// tier (precise timing), and reports whether the segment handed a tier back meanwhile.
+func (e *Engine) spinToDeadline(seg *segment, cur *tierRun) bool {
+	for seg.cur.Load() == cur && e.clock.Now().Before(cur.deadline) {
+		select {
+		case <-seg.done:
+			return true
+		default:
+		}
+		runtime.Gosched()
+	}
+	return false
 }
 
 // spinWait polls for the segment to hand a tier back for up to engineSpin from now, or d

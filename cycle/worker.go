@@ -3,7 +3,6 @@ package cycle
 import (
 	"context"
 	"math"
-	"reflect"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -708,7 +707,8 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 func (w *worker) execute(tr *tierRun, at clock.Stamp) clock.Stamp {
 	rt := w.mod.Load()
 	if w.inFor != rt { // a new runtime (first run, or a reload): check the input still fits
-		if w.inFor == nil || !sameModule(w.m, rt.mod) || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
+		// A worker serves one implementation (see instance): only the spec may have changed.
+		if w.inFor == nil || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
 			w.in.Init(w.e.board, *rt.spec, rt.planned.TierIndex)
 			w.m = rt.mod
 		}
@@ -1061,27 +1061,6 @@ func (p *pool) close() {
 func newPool(e *Engine) *pool {
 	n := runtime.GOMAXPROCS(0)
 	return &pool{e: e, procs: n, maxIdle: 2 * n}
-}
-
-// sameModule reports whether a and b are the same implementation. Module values need not
-// be comparable (a tiers.ModuleFunc is a func): funcs compare by code pointer, other
-// uncomparable values never compare equal.
-func sameModule(a, b tiers.Module) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta != tb {
-		return false
-	}
-	if ta.Comparable() {
-		return a == b
-	}
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	if va.Kind() == reflect.Func {
-		return va.Pointer() == vb.Pointer()
-	}
-	return false
 }
 
 func sameKeys(a, b []string) bool {

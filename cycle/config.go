@@ -28,22 +28,22 @@ type Timing uint8
 
 // The timing modes.
 const (
-	// Coarse waits on plain timers, spinning never. The default. Go's timers wake with
-	// about 1 ms granularity on Linux, so with the real clock on Linux the last 2 ms of a
+	// Coarse waits on plain timers, spinning never. The default. Go's timers may wake up
+	// to a millisecond late, so with the real clock on Linux the last kernelMargin of a
 	// wait for a tier's deadline, and the whole wait for the next grid point, are slept on
 	// a kernel timer (a timerfd) instead.
 	Coarse Timing = iota
 	// Precise sleeps until PreciseMargin before the target, then spins with
 	// runtime.Gosched until it is reached. It costs up to one core for the margin of every
 	// wait. With more than one P it also spins a tick's hand-offs: the engine waits for
-	// its runners for up to 250 µs by spinning when the last wait was that short, and an
-	// idle runner spins up to 50 µs for its next job when the last one came that soon, so
-	// that back-to-back tiers and ticks wake no sleeping thread (which costs 1–11 µs on
-	// the VMs measured; a tick of 500 trivial modules 0.8–0.9 times as long, for 1.3–1.5
-	// times the CPU). Only the real clock spins, and not inside a testing/synctest
-	// bubble; other clocks wait on timers. On a machine with few cores a lightly loaded
-	// process keeps its period better with GOMAXPROCS=1, which the engine leaves to its
-	// caller (README, "Precise timing on a small machine").
+	// its runners for up to engineSpin by spinning when the last wait was that short, and
+	// an idle runner spins up to runnerSpin for its next job when the last one came that
+	// soon, so that back-to-back tiers and ticks wake no sleeping thread (a wake-up is a
+	// system call on the waker's path), trading CPU for shorter ticks
+	// (BENCHMARKS.md, BenchmarkTickPrecise). Only the real clock spins, and not inside a
+	// testing/synctest bubble; other clocks wait on timers. GOMAXPROCS is left to the
+	// caller: on a machine with few cores a lightly loaded process may keep its period
+	// better with one P (docs/operations.md).
 	Precise
 )
 

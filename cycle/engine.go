@@ -130,7 +130,7 @@ func (st *state) degradedKey(rt *modRT, expired bool) string {
 }
 
 // regRef is what a state keeps of a registration besides its spec, which it keeps once,
-// in the plan (at 100 000 modules a second copy costs 25 MB): the plan fills in the tier
+// in the plan (a second copy is memory per module that large cycles feel): the plan fills in the tier
 // of a module placed by depends_on, so the tier as registered is kept apart.
 type regRef struct {
 	plan   int // index in plan.Modules

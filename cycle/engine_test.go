@@ -769,7 +769,7 @@ func TestReloadRejectedWhole(t *testing.T) {
 }
 
 // TestReloadReplacesOpenBreaker: a reload that changes an open breaker's settings replaces
-// it with a closed one (README, "Breaker events"), and the summaries say so from the next
+// it with a closed one (docs/architecture.md), and the summaries say so from the next
 // tick on: the module runs, its circuit is closed, no circuit is listed open.
 func TestReloadReplacesOpenBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

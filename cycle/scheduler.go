@@ -138,12 +138,11 @@ func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time, g *gri
 
 // gridTimer is the kernel timer (a ktimer.Sleeper) on which Run sleeps, with coarse timing,
 // until the next grid point. Go's timers wake up to a millisecond late (see
-// Engine.kernelTimer), which put the start of a coarse tick 0.6 ms past its grid point at the
-// median; the kernel's timer wakes Run's goroutine, parked in the runtime's poller, within
-// the kernel's own latency. The whole wait is slept on it, not only its last milliseconds
-// as a tier's deadline is: a Go timer's wake-up before the kernel's made two wake-ups from
-// idle a period (measured: twice the process's CPU time at 100 Hz); one costs no more CPU
-// than a Go timer alone (see package ktimer for why its system calls are raw). A system call
+// Engine.kernelTimer), which delays the start of a coarse tick past its grid point; the
+// kernel's timer wakes Run's goroutine, parked in the runtime's poller, within the kernel's
+// own latency. The whole wait is slept on it, not only its last milliseconds as a tier's
+// deadline is: a Go timer's wake-up before the kernel's would make two wake-ups from idle a
+// period, doubling the idle process's CPU time; one costs no more CPU than a Go timer alone (see package ktimer for why its system calls are raw). A system call
 // arms it, and Run's context ending interrupts it (context.AfterFunc). It is Run's own (the
 // tick's kernel timer is used under tickMu, which Run does not hold while it waits): made on
 // first need, released when Run returns; only Run's goroutine uses it.

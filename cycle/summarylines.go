@@ -13,7 +13,7 @@ import (
 // tickLines is the module lines of one tick's summary in the engine's compact form, read
 // through faultsummary.Lines. A whole faultsummary.Module is 240 bytes with a dozen
 // pointers, most of them the module's identity (name, tier, breaker, key), the same tick
-// after tick; at 5000 modules those lines were 1.2 MB of fresh memory written and then
+// after tick; in a large cycle those lines were a lot of fresh memory written and then
 // scanned by the garbage collector every tick. Here a module's line is a lineRec of plain
 // values (40 bytes the collector does not scan) and its served value; its identity is read
 // from the state the tick ran under, and what only exceptions carry (error text, a

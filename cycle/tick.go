@@ -242,8 +242,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	if n := len(first.mods); n > 0 && n <= smallTier {
 		// The runner just woken waits in this core's run-next slot. Yielding once lets it
 		// run a small tier to its end before the engine arms a timer and parks: the engine
-		// then finds the tier done, and the runner had no one to wake: about 0.7 µs less
-		// per tier (five one-module tiers: 18.2 → 14.5 µs a tick).
+		// then finds the tier done, and the runner has no one to wake (BenchmarkTick N=5).
 		runtime.Gosched()
 	}
 	tr, timedOut := e.wait(seg, first)
@@ -358,11 +357,10 @@ const kernelMargin = 2 * time.Millisecond
 //
 // Why: Go's timers wake up to a millisecond late (see package ktimer), and how late depends
 // on when the runtime last went to sleep, which the runners and modules' goroutines move
-// about. In the deadline benchmark (BENCHMARKS.md, "Deadline adherence") a tier whose
-// module ignores its context was taken 0.40–0.70 ms past its 50 ms budget at the median on
-// Go timers alone, against 0.33–0.45 ms for plain Go's context.WithTimeout; finishing on a
-// timerfd, 0.10–0.16 ms. It costs a system call to arm and one to disarm, and only waits
-// that come within kernelMargin of their deadline pay them.
+// about; finishing the wait on a timerfd keeps a tier whose module ignores its context
+// closer to its deadline (BENCHMARKS.md, "Deadline adherence"). It costs a system call to
+// arm and one to disarm, and only waits that come within kernelMargin of their deadline
+// pay them.
 func (e *Engine) kernelTimer() *ktimer.Timer {
 	if e.kt != nil || !e.mayKernelTimer() {
 		return e.kt
@@ -553,14 +551,13 @@ func (e *Engine) spinToDeadline(seg *segment, cur *tierRun) bool {
 // spinWait polls for the segment to hand a tier back for up to engineSpin from now, or d
 // if that is sooner, yielding the processor between polls (runtime.Gosched), and reports
 // whether it did. The runner that ends a segment wakes an engine parked on it; with
-// another P idle, that readies the engine on an idle thread, which here cost the runner
-// 1–11 µs of system call (a wake-up across vCPUs; the figure depends on the host) before
-// the engine could run. An engine that polls is woken by no one: it runs on the other P,
+// another P idle, that readies the engine on an idle thread, a system call on the runner's
+// path before the engine can run. An engine that polls is woken by no one: it runs on the other P,
 // or waits in the global run queue until the runner yields its own.
 //
 // That wait has no bound of its own: a module that keeps the runner's P busy while
 // ignoring its context (the other P asleep) would hold the engine until the runtime
-// preempts it, 10 ms on. The engine's timer is no help there, as a channel timer is kept
+// preempts it. The engine's timer is no help there, as a channel timer is kept
 // only while a goroutine blocks on it; so a timer with a function (always kept) falls
 // due with it, d from now, when the engine would have woken had it parked: its firing
 // takes an idle P, which then runs the engine from the run queue.

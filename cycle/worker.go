@@ -44,28 +44,25 @@ const (
 	// chunk is small so that a runner soon knows what a module costs (see scale). Later
 	// chunks hold about chunkWork of modules at the first chunk's pace, at most maxChunk:
 	// two runners on a tier of trivial modules contend for the claim and admit counters
-	// once a chunk: a second runner shortened ticks of 5000 trivial modules by 14% with
-	// chunks of 8, 18% with chunks of 32 and 31% with chunks of 64 (BenchmarkTick,
-	// alternated with the build before), while modules that compute for µs keep chunks
-	// of 8, which share them out evenly between runners.
+	// once a chunk, so larger chunks let a second runner shorten a tick of trivial modules
+	// more (BenchmarkTick), while modules that compute for microseconds keep small chunks,
+	// which share them out evenly between runners.
 	claimChunk = 8
 	maxChunk   = 64
 	chunkWork  = 16 * time.Microsecond
 	// helpWork is the work a runner does alone: a tier starts with one runner, which wakes
-	// another after its first chunk only when what is left looks longer than this. A
-	// woken runner on an idle core starts tens of µs later on a VM, as long as a small
-	// tier takes. Trivial modules are helped too: on the Intel Xeon measured last, a
-	// second runner made ticks of 5000 trivial modules 23–31% shorter (not 50%: the cores
-	// contend for the tier's counters and lines), where on the AMD EPYC of earlier rounds
-	// it had made them 11–16% longer; modules that compute for 1–10 µs gain 6–58%
-	// (BenchmarkTickWork).
+	// another after its first chunk only when what is left looks longer than this: a
+	// woken runner on an idle core starts about as late as a small tier takes. Large tiers
+	// of trivial modules are helped too, though less than the second core would suggest
+	// (the cores contend for the tier's counters and lines), and the gain depends on the
+	// host (BenchmarkTick, BenchmarkTickWork).
 	helpWork = 50 * time.Microsecond
 	// engineSpin and runnerSpin bound the spinning of a hand-off with precise timing: the
 	// engine spins at most engineSpin for a segment to end when the last one it waited
 	// for ended within that, and an idle runner at most runnerSpin for its next job when
 	// its last one came within that (see Engine.spinWait and pool.next). Segments longer
 	// than engineSpin, and jobs further apart than runnerSpin, park at once: their
-	// wake-up, 1–11 µs here, is a small part of them.
+	// wake-up is a small part of them.
 	engineSpin = 250 * time.Microsecond
 	runnerSpin = 50 * time.Microsecond
 	// reanchor is how long a runner times modules one after another from the processor's
@@ -304,9 +301,9 @@ func worthHelp(left int64, perModule time.Duration) bool {
 // The check repeats every stallCheck until the modules are admitted or the deadline
 // (less margin) is near. The runner that admits the last module ends the watch, and
 // stops the timer if the tier waits for modules on their own goroutines: the engine's own
-// wait is then a single timer to the deadline. A check that woke the process 1 ms into
-// every tier moved the phase of that final timer sleep on the netpoller's millisecond
-// grid, and made coarse deadlines about 0.3 ms later than a plain timer's.
+// wait is then a single timer to the deadline. A check that woke the process a stallCheck
+// into every tier moved the phase of that final timer sleep on the netpoller's millisecond
+// grid, and made coarse deadlines later than a plain timer's.
 func (tr *tierRun) watchStall(now time.Time, margin time.Duration) {
 	if tr.admitted.Load() >= int64(len(tr.mods)) || tr.deadline.Sub(now)-margin <= stallCheck {
 		return
@@ -324,8 +321,8 @@ func (tr *tierRun) stopStall() { tr.e.stall.stop(tr, tr.dispatched.Load()) }
 //
 // The timer is armed once for a run of tiers, not once per tier: arming a Go timer that
 // falls due before every other one wakes the thread in the network poller or an idle P
-// (runtime.wakeNetPoller), and each of five tiers arming and stopping it cost about a
-// tenth of a tick of five trivial modules (BenchmarkTick since: N=5 0.86×, N=500 0.97×).
+// (runtime.wakeNetPoller), and five tiers arming and stopping it each were a visible part
+// of a tick of five trivial modules (BenchmarkTick N=5).
 // A watch that replaces another leaves the timer as it is, since it falls due no later
 // than the new watch's check (checks are due stallCheck after a watch starts, and watches
 // start in time order); a check that comes early re-arms the timer for the rest. A tier
@@ -767,7 +764,7 @@ func (w *worker) execute(tr *tierRun, at clock.Stamp) clock.Stamp {
 
 // succeeded sets the result of a run whose first attempt succeeded, field by field:
 // assigning a whole Result is a typed copy with a bulk write barrier while the collector
-// marks (2% of a trivial module), and Err is written only when an earlier run left one.
+// marks, and Err is written only when an earlier run left one.
 func (r *result) succeeded() {
 	if r.res.Err != nil {
 		r.res.Err = nil
@@ -942,8 +939,8 @@ func (p *pool) loop(r *runner) {
 // spinning on (see Engine.wait) it first polls for up to runnerSpin, yielding the processor
 // between polls, if its last job came within that: an engine that starts the next tier or
 // tick back to back then finds the runner running, where waking a parked one readies it on
-// an idle thread, which here cost the engine 1–11 µs of system call before the runner could
-// start on its own core. A runner whose jobs come further apart (ticks on a period) parks
+// an idle thread, a system call on the engine's path before the runner can start on its
+// own core. A runner whose jobs come further apart (ticks on a period) parks
 // at once, and times the wait to know when to spin again.
 func (p *pool) next(r *runner) (job runJob, ok bool) {
 	if !p.spin.Load() {

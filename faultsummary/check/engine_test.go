@@ -407,7 +407,7 @@ func TestEngineReloadKeepsKey(t *testing.T) {
 }
 
 // TestEngineRetryCountsTimedOut: a module abandoned at the deadline during its second
-// attempt has a retry_counts entry (DESIGN.md: attempts − 1 wherever > 0). Regression test
+// attempt has a retry_counts entry (attempts − 1 wherever > 0). Regression test
 // of a bug found by the checker (fixed in 8e404cd).
 func TestEngineRetryCountsTimedOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -95,6 +95,20 @@ func (s Status) Nominal() bool {
 	return false
 }
 
+// Valid reports whether s is one of the module statuses above.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusOK, StatusRetried, StatusFailed, StatusTimedOut, StatusBusy, StatusOpen, StatusProbeOK,
+		StatusProbeFailed, StatusSkipped, StatusNotDue:
+		return true
+	}
+	return false
+}
+
+// Failing reports whether the status is a failure of the module: a valid status that is
+// not nominal.
+func (s Status) Failing() bool { return s.Valid() && !s.Nominal() }
+
 // Ran reports whether the module was started this tick.
 func (s Status) Ran() bool {
 	switch s {

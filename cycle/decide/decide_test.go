@@ -121,6 +121,9 @@ func TestStatusNames(t *testing.T) {
 		if s.Nominal() != nominal[s] {
 			t.Errorf("%s: Nominal %v", s.Public(), s.Nominal())
 		}
+		if !s.Public().Valid() || s.Public().Failing() == nominal[s] {
+			t.Errorf("%s: Valid %v Failing %v", s.Public(), s.Public().Valid(), s.Public().Failing())
+		}
 	}
 	if None.Nominal() || None.Public() != "" {
 		t.Error("None is neither nominal nor published")

@@ -325,19 +325,6 @@ func produced(m *faultsummary.Module) bool {
 	return false
 }
 
-// failingStatus reports the statuses that are failures of the module.
-func failingStatus(st faultsummary.Status) bool {
-	switch st {
-	case faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy,
-		faultsummary.StatusOpen, faultsummary.StatusProbeFailed:
-		return true
-	}
-	return false
-}
-
-func validStatus(st faultsummary.Status) bool {
-	return st.Nominal() || failingStatus(st)
-}
 
 // failedNow reports whether the line counts as the module's failure for its error policy
 // (the engine's "failed after its budget, busy, or open with on_open fail" — an open
@@ -379,7 +366,7 @@ func aborts(m *faultsummary.Module, mc *Module) (sure, maybe bool) {
 // emergency-only module outside emergency mode excepted).
 func (r *run) degraded(i int) bool {
 	m := &r.mods[i]
-	if failingStatus(m.Status) {
+	if m.Status.Failing() {
 		return true
 	}
 	if m.Status != faultsummary.StatusSkipped || !r.tierSkipped(m.TierIndex) {
@@ -446,7 +433,7 @@ func (r *run) schema() {
 	}
 	seen := map[string]bool{}
 	for _, m := range r.mods {
-		if !validStatus(m.Status) {
+		if !m.Status.Valid() {
 			r.add(RuleSchema, "module %q: status %q is not a module status", m.Name, m.Status)
 		}
 		if seen[m.Name] {
@@ -844,7 +831,7 @@ func (r *run) served(i int) {
 			r.add(RuleStale, "module %q: nothing served but stale %v using_fallback %v", m.Name, sv.Stale, m.UsingFallback)
 		}
 	}
-	if m.TierIndex == 0 && failingStatus(m.Status) && sv.Source == blackboard.LastGood {
+	if m.TierIndex == 0 && m.Status.Failing() && sv.Source == blackboard.LastGood {
 		r.add(RuleSafetyClosed, "safety module %q: %s but its key is served from last_good (must fail closed)", m.Name, m.Status)
 	}
 	if mc := r.cfgOf[i]; mc != nil && mc.TTL > 0 {
@@ -1218,7 +1205,7 @@ func (r *run) sharedBreaker(i int) {
 	}
 	for j := range r.mods {
 		o := &r.mods[j]
-		if o.Breaker == m.Breaker && o.TierIndex < m.TierIndex && failingStatus(o.Status) {
+		if o.Breaker == m.Breaker && o.TierIndex < m.TierIndex && o.Status.Failing() {
 			return
 		}
 	}

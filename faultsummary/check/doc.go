@@ -22,8 +22,8 @@
 // # Rules
 //
 // Every violation names one of these rules (the Rule constants). "Failing" statuses are
-// failed, timed_out, busy, open and probe_failed; a line "produced" when its status is
-// ok (without fault_kind control), retried or probe_ok. A line is "degraded" when its
+// those faultsummary.Status.Failing names (the valid statuses that are not nominal); a
+// line "produced" when its status is ok (without fault_kind control), retried or probe_ok. A line is "degraded" when its
 // status is failing, or when it is skipped in a skipped tier (an emergency-only module
 // outside emergency mode excepted).
 //

@@ -839,21 +839,6 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 	ln.status = v.Status
 }
 
-// commit writes a success: breaker, last-known-good, blackboard, and the line's live value.
-func (w *worker) commit(tr *tierRun, rt *modRT, ln *lineRec, end time.Time) {
-	r := &w.res
-	rt.br.Success(w.permit)
-	seq := rt.lslot.PutValue(r.value, rt.name, tr.tick, end)
-	tr.e.board.SetLive(rt.bslot, rt.lslot, tr.tier, r.readStale)
-	ln.seq, ln.written, ln.flags = seq, end.UnixNano(), ln.flags|lineLive
-	if r.readStale {
-		ln.flags |= lineDerived
-	}
-	if r.value != nil {
-		tr.l.vals[rt.idx] = r.value
-	}
-}
-
 // attempt runs the module once, recovering a panic as an internal fault.
 func (w *worker) attempt(ctx context.Context, n int) (err error) {
 	defer func() {

@@ -325,7 +325,6 @@ func produced(m *faultsummary.Module) bool {
 	return false
 }
 
-
 // failedNow reports whether the line counts as the module's failure for its error policy
 // (the engine's "failed after its budget, busy, or open with on_open fail" — an open
 // breaker always counts in the safety tier).

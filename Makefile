@@ -21,7 +21,7 @@ bench:
 
 ## bench-tick: the tick engine against the goroutine-per-module baseline (BENCHMARKS.md table).
 bench-tick:
-	@for i in $$(seq $(REPS)); do $(GO) test -run '^$$' -bench 'BenchmarkTick$$|BenchmarkBaseline' -benchmem -count=1 ./cycle; done | $(GO) run ./internal/benchratio
+	@for i in $$(seq $(REPS)); do $(GO) test -run '^$$' -bench 'BenchmarkTick$$|BenchmarkBaseline' -benchmem -count=1 ./cycle; done | $(GO) run ./cmd/benchratio
 
 ## bench-floor: the engine's tick against a bare loop doing the per-module work its
 ## semantics require with its own components, and that loop without each component in
@@ -56,10 +56,10 @@ fmt:
 
 ## soak: the real daemon at 100 Hz under random faults, reloads, registrations and
 ## clients for $(SOAK); every tick summary goes through the invariant checker, goroutines
-## and RSS must stay bounded (internal/soak documents the rules). SOAK=10m make soak.
+## and RSS must stay bounded (cmd/soak documents the rules). SOAK=10m make soak.
 SOAK ?= 60s
 soak:
-	$(GO) run ./internal/soak -duration $(SOAK)
+	$(GO) run ./cmd/soak -duration $(SOAK)
 
 ## run: run the daemon on its embedded demo configuration.
 run:

@@ -16,11 +16,11 @@
 //
 // Every error is JSON: {"error": {"code": "...", "message": "...", "field": "..."}}, with
 // "problems" (every finding with its path) for a *tiers.ValidationError. Statuses: 400
-// malformed input, 401 missing or wrong credentials, 403 admin disabled or cross-origin
-// browser request, 404, 405, 409 conflict with the engine's state, 413 body over
+// malformed input, 401 missing, wrong or unexpected credentials, 403 admin disabled,
+// cross-origin browser request or foreign Host, 404, 405, 409 conflict with the engine's state, 413 body over
 // Options.MaxBodyBytes, 415 a body that is not application/json, 422 invalid
-// configuration or module, 429 a read request over Options.ReadLimiter's limit (with
-// Retry-After), 500, 501 a route whose callback is not configured, 503 no tick yet /
+// configuration or module, 429 a read request over Options.ReadLimiter's limit or an
+// admin request after repeated authentication failures (with Retry-After), 500, 501 a route whose callback is not configured, 503 no tick yet /
 // engine closed / watchdog. Callbacks may return an *HTTPError to choose the answer.
 //
 // # Pacing readers
@@ -45,8 +45,18 @@
 // a wildcard address (0.0.0.0, ::) is not loopback even for a connection to 127.0.0.1,
 // and a request whose listener is unknown is refused. Note that a reverse proxy on the same host
 // makes remote requests look local: configure a token in that case. Cross-origin browser
-// requests to admin routes are refused with 403 (net/http.CrossOriginProtection), so a web
-// page cannot drive a token-less loopback daemon.
+// requests to admin routes are refused with 403 (net/http.CrossOriginProtection). Without
+// a token, a TCP admin request must also name a loopback address or "localhost" in its
+// Host header and, when it has an Origin, come from that same origin (403 "foreign_host"
+// or "cross_origin" otherwise), so that a web page on a name resolving to 127.0.0.1 (DNS
+// rebinding) cannot drive a token-less loopback daemon; and one that presents an
+// Authorization header is refused 401, there being no token to check it against.
+//
+// Refused admin requests are counted by reason (cycled_http_admin_refused_total on
+// Options.Registry) and logged at Warn with the remote address and route, never a
+// header's value, at most a burst of lines a second. An address that fails
+// authentication more than AuthFailureBurst times in a row is answered 429 with
+// Retry-After until it has earned attempts back, one per AuthFailureEvery.
 //
 // # Long requests and shutdown
 //
@@ -149,7 +159,8 @@ type Options struct {
 	// ReadLimiter paces the read routes (see ReadLimit). Nil: no limit.
 	ReadLimiter *ReadLimiter
 
-	pingInterval time.Duration // tests: overrides PingInterval
+	pingInterval time.Duration    // tests: overrides PingInterval
+	now          func() time.Time // tests: the admin guard's clock (nil: time.Now)
 }
 
 // server holds the handlers' state.
@@ -160,6 +171,8 @@ type server struct {
 	mux     *chi.Mux
 	metrics http.Handler
 	cop     *http.CrossOriginProtection
+	guard   *guard        // admin refusals: log, metric, slow-down
+	drains  chan struct{} // slots of the connections draining an oversized body
 
 	boot    string    // distinguishes ETags and stream ids of this process from another's
 	started time.Time // engine clock at New: the watchdog's origin before the first tick
@@ -183,32 +196,7 @@ type encoding struct {
 
 // New returns the API's handler. It panics if opts.Engine is nil.
 func New(opts Options) http.Handler {
-	if opts.Engine == nil {
-		panic("api: Options.Engine is nil")
-	}
-	s := &server{
-		opts:    opts,
-		e:       opts.Engine,
-		log:     opts.Logger,
-		boot:    strconv.FormatInt(time.Now().UnixNano(), 36),
-		started: opts.Engine.Clock().Now(),
-		ping:    opts.pingInterval,
-		maxBody: opts.MaxBodyBytes,
-		cop:     http.NewCrossOriginProtection(),
-	}
-	if s.log == nil {
-		s.log = zap.NewNop()
-	}
-	if s.ping <= 0 {
-		s.ping = PingInterval
-	}
-	if s.maxBody <= 0 {
-		s.maxBody = DefaultMaxBodyBytes
-	}
-	if opts.Registry != nil {
-		s.metrics = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-	}
-
+	s := newServer(opts)
 	r := chi.NewRouter()
 	s.mux = r
 	r.Use(s.recoverer, s.limitBody, middleware.GetHead)
@@ -248,6 +236,39 @@ func New(opts Options) http.Handler {
 	return r
 }
 
+// newServer returns the server of opts with its defaults applied. It panics if
+// opts.Engine is nil.
+func newServer(opts Options) *server {
+	if opts.Engine == nil {
+		panic("api: Options.Engine is nil")
+	}
+	s := &server{
+		opts:    opts,
+		e:       opts.Engine,
+		log:     opts.Logger,
+		boot:    strconv.FormatInt(time.Now().UnixNano(), 36),
+		started: opts.Engine.Clock().Now(),
+		ping:    opts.pingInterval,
+		maxBody: opts.MaxBodyBytes,
+		cop:     http.NewCrossOriginProtection(),
+		drains:  make(chan struct{}, maxDrains),
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	s.guard = newGuard(s.log, opts.Registry, opts.now)
+	if s.ping <= 0 {
+		s.ping = PingInterval
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	if opts.Registry != nil {
+		s.metrics = promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	}
+	return s
+}
+
 // recoverer turns a panic in a handler into a logged JSON 500. http.ErrAbortHandler is
 // re-panicked, as net/http expects.
 func (s *server) recoverer(next http.Handler) http.Handler {
@@ -268,12 +289,12 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// limitBody refuses a declared body over the limit at once and caps every body read.
+// limitBody refuses a declared body over the limit at once (see tooLarge) and caps every
+// body read.
 func (s *server) limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.maxBody {
-			writeError(w, http.StatusRequestEntityTooLarge, apiError{Code: "body_too_large",
-				Message: "request body exceeds " + strconv.FormatInt(s.maxBody, 10) + " bytes"})
+			s.tooLarge(w, r)
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {

@@ -199,6 +199,10 @@ func (r *rig) do(method, path string, body io.Reader, hdr ...string) (*http.Resp
 		r.t.Fatalf("NewRequest: %v", err)
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1] // the client sends req.Host, not a Host header
+			continue
+		}
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	res, err := r.srv.Client().Do(req)
@@ -287,7 +291,7 @@ func TestLatestETagAndList(t *testing.T) {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("GET /ticks/latest: %d %s", res.StatusCode, b)
 	}
-	// The summary is served as marshalled by faultsummary: the DESIGN field names.
+	// The summary is served as marshalled by faultsummary: the contract's field names.
 	var raw map[string]any
 	if err := json.Unmarshal(b, &raw); err != nil {
 		t.Fatal(err)

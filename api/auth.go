@@ -14,31 +14,11 @@ import (
 )
 
 // admin guards the admin routes (see the package documentation for the rules) and writes
-// one audit line per admin request, at Info, with its outcome.
+// one audit line per admin request, at Info, with its outcome. Refusals are counted,
+// logged (rate-limited) and, for failed authentications, slowed down per address.
 func (s *server) admin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.cop.Check(r); err != nil {
-			writeError(w, http.StatusForbidden, apiError{Code: "cross_origin",
-				Message: "cross-origin browser requests to admin routes are refused"})
-			return
-		}
-		if s.opts.AdminToken == "" {
-			if !fromLoopback(r) {
-				writeError(w, http.StatusForbidden, apiError{Code: "admin_disabled",
-					Message: "admin routes are disabled: no admin token is configured and the request did not arrive on a loopback listener"})
-				return
-			}
-		} else if ok, reason := s.checkToken(r); !ok {
-			challenge := `Bearer realm="cycled admin"`
-			if reason == "invalid_token" {
-				challenge += `, error="invalid_token"`
-			}
-			w.Header().Set("WWW-Authenticate", challenge)
-			msg := "admin routes require Authorization: Bearer <admin token>"
-			if reason == "invalid_token" {
-				msg = "the admin token is wrong"
-			}
-			writeError(w, http.StatusUnauthorized, apiError{Code: "unauthorized", Message: msg})
+		if !s.authorize(w, r) {
 			return
 		}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
@@ -46,6 +26,79 @@ func (s *server) admin(next http.Handler) http.Handler {
 		s.log.Info("admin request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 			zap.Int("status", ww.Status()), zap.String("remote", r.RemoteAddr))
 	})
+}
+
+// authorize applies the admin rules to r; when it refuses r, it has answered it.
+func (s *server) authorize(w http.ResponseWriter, r *http.Request) bool {
+	if err := s.cop.Check(r); err != nil {
+		s.guard.refuse(w, r, http.StatusForbidden, refusedCrossOrigin, apiError{Code: "cross_origin",
+			Message: "cross-origin browser requests to admin routes are refused"})
+		return false
+	}
+	if s.opts.AdminToken == "" {
+		return s.authorizeLocal(w, r)
+	}
+	if limited, wait := s.guard.throttled(r); limited {
+		w.Header().Set("Retry-After", retryAfter(wait))
+		s.guard.refuse(w, r, http.StatusTooManyRequests, refusedThrottled, apiError{Code: "too_many_failures",
+			Message: "too many failed admin authentications from this address; retry later"})
+		return false
+	}
+	ok, reason := s.checkToken(r)
+	if ok {
+		return true
+	}
+	s.guard.failed(r)
+	msg, why := "admin routes require Authorization: Bearer <admin token>", refusedMissing
+	if reason == "invalid_token" {
+		msg, why = "the admin token is wrong", refusedInvalid
+	}
+	s.unauthorized(w, r, why, msg)
+	return false
+}
+
+// authorizeLocal applies the rules of a daemon with no admin token: a loopback listener
+// and peer, a loopback Host and Origin (no DNS rebinding), and no credentials presented.
+func (s *server) authorizeLocal(w http.ResponseWriter, r *http.Request) bool {
+	if !fromLoopback(r) {
+		s.guard.refuse(w, r, http.StatusForbidden, refusedDisabled, apiError{Code: "admin_disabled",
+			Message: "admin routes are disabled: no admin token is configured and the request did not arrive on a loopback listener"})
+		return false
+	}
+	if la, _ := r.Context().Value(listenerKey{}).(net.Addr); !isUnix(la) {
+		switch foreignHost(r) {
+		case refusedForeignHost:
+			s.guard.refuse(w, r, http.StatusForbidden, refusedForeignHost, apiError{Code: "foreign_host",
+				Message: "without an admin token, admin requests must name a loopback address or localhost in their Host header"})
+			return false
+		case refusedForeignOrigin:
+			s.guard.refuse(w, r, http.StatusForbidden, refusedForeignOrigin, apiError{Code: "cross_origin",
+				Message: "without an admin token, an admin request's Origin must be the daemon's own loopback origin"})
+			return false
+		}
+	}
+	if r.Header.Get("Authorization") != "" {
+		// A credential the daemon cannot check is refused rather than ignored, so that a
+		// client with a wrong idea of the configuration learns it at once.
+		s.unauthorized(w, r, refusedUnexpected, "no admin token is configured: send admin requests without an Authorization header")
+		return false
+	}
+	return true
+}
+
+// unauthorized answers 401 with the Bearer challenge.
+func (s *server) unauthorized(w http.ResponseWriter, r *http.Request, reason, msg string) {
+	challenge := `Bearer realm="cycled admin"`
+	if reason != refusedMissing {
+		challenge += `, error="invalid_token"`
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	s.guard.refuse(w, r, http.StatusUnauthorized, reason, apiError{Code: "unauthorized", Message: msg})
+}
+
+func isUnix(a net.Addr) bool {
+	_, ok := a.(*net.UnixAddr)
+	return ok
 }
 
 // checkToken compares the bearer token with the configured one in constant time (of the

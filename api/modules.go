@@ -45,11 +45,13 @@ type moduleView struct {
 	LastGood lastGoodView         `json:"last_good"`
 }
 
-// httpView is the endpoint of a remote module.
+// httpView is the endpoint of a remote module, its secrets redacted: the values of the
+// URL's query (modules.RedactURL) and of the configured headers are never shown.
 type httpView struct {
-	URL     string `json:"url"`
-	MaxBody int64  `json:"max_body"`
-	Timeout string `json:"timeout,omitempty"`
+	URL     string            `json:"url"`
+	MaxBody int64             `json:"max_body"`
+	Timeout string            `json:"timeout,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // moduleKind returns the kind of m and, for a remote module, its endpoint.
@@ -58,8 +60,8 @@ func moduleKind(m tiers.Module) (string, *httpView) {
 	case *modules.Builtin:
 		return "builtin", nil
 	case *modules.HTTP:
-		st := m.Settings()
-		v := &httpView{URL: st.URL, MaxBody: st.MaxBody}
+		st := m.Settings().Redact()
+		v := &httpView{URL: st.URL, MaxBody: st.MaxBody, Headers: st.Headers}
 		if st.Timeout > 0 {
 			v.Timeout = st.Timeout.String()
 		}

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cycled/cycled/internal/tsc"
+	"github.com/cycled/cycled/clock/tsc"
 )
 
 // BenchmarkElapsed is one link of a chain of stamps (a module's run timed by the engine):

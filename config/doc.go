@@ -2,7 +2,7 @@
 //
 // Load reads a YAML file (or the embedded demo configuration when none is given), applies
 // the environment (CYCLED_HTTP_ADDR, CYCLED_CYCLE_PERIOD, … through viper) and the common
-// flags, fills the defaults of DESIGN.md's reference configuration, and validates the
+// flags, fills the documented defaults (README.md, "Configuration"), and validates the
 // whole: every problem is reported at once with the path of the field at fault
 // ("tiers[2].budget: must be > 0", "tiers[0].budegt: unknown key"). The key names are
 // those of the reference configuration and are part of the contract.

@@ -9,12 +9,14 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/internal/rtsched"
+	"github.com/cycled/cycled/internal/strictdecode"
 	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
@@ -125,34 +127,45 @@ func (c *Config) check() tiers.Problems {
 	for i, m := range c.Modules {
 		ps = append(ps, m.check(fmt.Sprintf("modules[%d]", i))...)
 	}
-	if _, port, err := net.SplitHostPort(c.HTTP.Addr); err != nil {
+	c.HTTP.check(c.tokenFromFile, add)
+	c.Log.check(add)
+	return ps
+}
+
+// check checks the http section; tokenFromFile tells an admin_token read from
+// admin_token_file from one set beside it.
+func (h HTTPConfig) check(tokenFromFile bool, add func(string, string, ...any)) {
+	if _, port, err := net.SplitHostPort(h.Addr); err != nil {
 		add("http.addr", "want host:port, e.g. 127.0.0.1:8080 (%v)", err)
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		add("http.addr", "invalid port %q", port)
 	}
-	if rl := c.HTTP.ReadLimit; !(rl.Rate >= 0 && !math.IsInf(rl.Rate, 0)) {
+	if rl := h.ReadLimit; !(rl.Rate >= 0 && !math.IsInf(rl.Rate, 0)) {
 		add("http.read_limit.rate", "must be a number of requests a second >= 0 (0: no limit)")
 	}
-	if c.HTTP.ReadLimit.Burst < 0 {
+	if h.ReadLimit.Burst < 0 {
 		add("http.read_limit.burst", "must be >= 0")
 	}
-	if c.HTTP.ReadLimit.MaxWait < 0 {
+	if h.ReadLimit.MaxWait < 0 {
 		add("http.read_limit.max_wait", "must be >= 0")
 	}
-	if c.HTTP.AdminTokenFile != "" && c.HTTP.AdminToken != "" && !c.tokenFromFile {
+	if h.AdminTokenFile != "" && h.AdminToken != "" && !tokenFromFile {
 		add("http.admin_token_file", "set either admin_token or admin_token_file, not both")
 	}
-	switch c.Log.Level {
+}
+
+// check checks the log section.
+func (l LogConfig) check(add func(string, string, ...any)) {
+	switch l.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+		add("log.level", "unknown level %q (want debug, info, warn or error)", l.Level)
 	}
-	switch c.Log.Format {
+	switch l.Format {
 	case "console", "json":
 	default:
-		add("log.format", "unknown format %q (want console or json)", c.Log.Format)
+		add("log.format", "unknown format %q (want console or json)", l.Format)
 	}
-	return ps
 }
 
 // check runs the module-level checks, with paths under p ("" for a module on its own).
@@ -164,32 +177,34 @@ func (m ModuleConfig) check(p string) tiers.Problems {
 	switch m.Kind {
 	case KindBuiltin:
 		if m.HTTP != nil {
-			add(join(p, "http"), "only valid with kind: http (add kind: http)")
+			add(strictdecode.Join(p, "http"), "only valid with kind: http (add kind: http)")
 		}
 		if m.Builtin != nil {
 			for _, q := range m.Builtin.Faults.Validate() {
-				add(sub(join(p, "builtin"), q.Path), "%s", q.Message)
+				add(strictdecode.Sub(strictdecode.Join(p, "builtin"), q.Path), "%s", q.Message)
 			}
 		}
 	case KindHTTP:
 		if m.Builtin != nil {
-			add(join(p, "builtin"), "only valid with kind: builtin")
+			add(strictdecode.Join(p, "builtin"), "only valid with kind: builtin")
 		}
 		var hs modules.HTTPSettings
 		if m.HTTP != nil {
-			hs = m.HTTP.settings()
+			var hps tiers.Problems
+			hs, hps = m.HTTP.settings(strictdecode.Join(p, "http"))
+			ps = append(ps, hps...)
 		}
 		for _, q := range hs.Validate() {
-			add(sub(join(p, "http"), q.Path), "%s", q.Message)
+			add(strictdecode.Sub(strictdecode.Join(p, "http"), q.Path), "%s", q.Message)
 		}
 	default:
-		add(join(p, "kind"), "unknown kind %q (want builtin or http)", m.Kind)
+		add(strictdecode.Join(p, "kind"), "unknown kind %q (want builtin or http)", m.Kind)
 	}
-	if m.Every < 0 {
-		add(join(p, "every"), "must be >= 1")
+	if m.Every < 0 || m.Every > tiers.MaxEvery {
+		add(strictdecode.Join(p, "every"), "must be between 1 and %d", tiers.MaxEvery)
 	}
-	if m.MaxAttempts < 0 {
-		add(join(p, "max_attempts"), "must be >= 1")
+	if m.MaxAttempts < 0 || m.MaxAttempts > tiers.MaxAttempts {
+		add(strictdecode.Join(p, "max_attempts"), "must be between 1 and %d", tiers.MaxAttempts)
 	}
 	return ps
 }
@@ -332,7 +347,7 @@ func (m ModuleConfig) registration(p string, o buildOptions) (cycle.Registration
 	}
 	b, err := modules.NewBuiltin(s, o.moduleOptions()...)
 	if err != nil {
-		return reg, problemsUnder(join(p, "builtin"), err)
+		return reg, problemsUnder(strictdecode.Join(p, "builtin"), err)
 	}
 	reg.Module = b
 	return reg, nil
@@ -347,7 +362,7 @@ func problemsUnder(prefix string, err error) tiers.Problems {
 	}
 	var ps tiers.Problems
 	for _, q := range ve.Problems {
-		ps = append(ps, tiers.Problem{Path: sub(prefix, q.Path), Message: q.Message})
+		ps = append(ps, tiers.Problem{Path: strictdecode.Sub(prefix, q.Path), Message: q.Message})
 	}
 	return ps
 }
@@ -358,9 +373,24 @@ func normalized(s modules.Settings) modules.Settings {
 	return s
 }
 
-// settings returns the module package's settings of c.
-func (c HTTPModuleConfig) settings() modules.HTTPSettings {
-	return modules.HTTPSettings{URL: c.URL, MaxBody: int64(c.MaxBody), Timeout: c.Timeout}
+// settings returns the module package's settings of c, its header values read; p
+// prefixes the paths of the problems of reading them.
+func (c HTTPModuleConfig) settings(p string) (modules.HTTPSettings, tiers.Problems) {
+	s := modules.HTTPSettings{URL: c.URL, MaxBody: int64(c.MaxBody), Timeout: c.Timeout}
+	var ps tiers.Problems
+	for name, hv := range c.Headers {
+		v, path, err := hv.resolve()
+		if err != nil {
+			ps = append(ps, tiers.Problem{Path: strictdecode.Sub(strictdecode.Join(strictdecode.Join(p, "headers"), name), path), Message: err.Error()})
+			continue
+		}
+		if s.Headers == nil {
+			s.Headers = make(map[string]string, len(c.Headers))
+		}
+		s.Headers[name] = v
+	}
+	slices.SortFunc(ps, func(a, b tiers.Problem) int { return strings.Compare(a.Path, b.Path) })
+	return s, ps
 }
 
 // httpRegistration builds an http module into reg; p prefixes the paths of its problems.
@@ -368,17 +398,20 @@ func (c HTTPModuleConfig) settings() modules.HTTPSettings {
 func (m ModuleConfig) httpRegistration(reg cycle.Registration, p string, o buildOptions) (cycle.Registration, tiers.Problems) {
 	var hs modules.HTTPSettings
 	if m.HTTP != nil {
-		hs = m.HTTP.settings()
+		var ps tiers.Problems
+		if hs, ps = m.HTTP.settings(strictdecode.Join(p, "http")); len(ps) > 0 {
+			return reg, ps
+		}
 	}
 	for _, old := range o.reuse {
-		if h, ok := old.Module.(*modules.HTTP); ok && old.Spec.Name == m.Name && h.Settings() == withHTTPDefaults(hs) && h.Replays() == reg.Spec.IsIdempotent() {
+		if h, ok := old.Module.(*modules.HTTP); ok && old.Spec.Name == m.Name && h.Settings().Equal(withHTTPDefaults(hs)) && h.Replays() == reg.Spec.IsIdempotent() {
 			reg.Module = h
 			return reg, nil
 		}
 	}
 	h, err := modules.NewHTTP(hs, modules.WithClock(o.clock), modules.WithReplay(reg.Spec.IsIdempotent()))
 	if err != nil {
-		return reg, problemsUnder(join(p, "http"), err)
+		return reg, problemsUnder(strictdecode.Join(p, "http"), err)
 	}
 	reg.Module = h
 	return reg, nil

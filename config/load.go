@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cycled/cycled/internal/strictdecode"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -235,23 +235,23 @@ func parse(data []byte, src string, overrides []override) (*Config, error) {
 		doc = doc.Content[0]
 	}
 	switch {
-	case doc.Kind == 0 || doc.Kind == yaml.DocumentNode || isNull(doc):
+	case doc.Kind == 0 || doc.Kind == yaml.DocumentNode || strictdecode.IsNull(doc):
 		doc = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	case doc.Kind != yaml.MappingNode:
 		return nil, fmt.Errorf("parse %s: %w: the top level must be a mapping of keys (cycle, tiers, modules, …)", src, ErrSyntax)
 	}
-	d := newDecoder(true)
+	d := strictdecode.NewYAML()
 	for _, ov := range overrides {
 		inject(d, doc, ov.key, ov.value, ov.origin)
 	}
 	cfg := Defaults()
 	cfg.source = src
-	d.decode(doc, reflect.ValueOf(cfg).Elem(), "")
-	cfg.resolve(d.present)
+	d.Decode(doc, cfg, "")
+	cfg.resolve(d.Present)
 	if cfg.HTTP.AdminTokenFile != "" && cfg.HTTP.AdminToken == "" {
 		tok, err := readToken(cfg.HTTP.AdminTokenFile)
 		if err != nil {
-			d.problems = append(d.problems, tiers.Problem{Path: "http.admin_token_file", Message: err.Error()})
+			d.Problems = append(d.Problems, tiers.Problem{Path: "http.admin_token_file", Message: err.Error()})
 		} else {
 			cfg.HTTP.AdminToken = tok
 			cfg.tokenFromFile = true
@@ -265,7 +265,7 @@ func parse(data []byte, src string, overrides []override) (*Config, error) {
 			}
 		}
 	}
-	ps := mergeProblems(d.problems, validated)
+	ps := mergeProblems(d.Problems, validated)
 	if err := ps.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)
 	}
@@ -274,7 +274,7 @@ func parse(data []byte, src string, overrides []override) (*Config, error) {
 
 // inject sets key (dotted) to the scalar s in mapping root, creating mappings on the way.
 // A list key takes a comma-separated value.
-func inject(d *decoder, root *yaml.Node, key, s, origin string) {
+func inject(d *strictdecode.Decoder, root *yaml.Node, key, s, origin string) {
 	parts := strings.Split(key, ".")
 	m := root
 	for i, part := range parts {
@@ -296,14 +296,14 @@ func inject(d *decoder, root *yaml.Node, key, s, origin string) {
 				for _, t := range strings.Split(s, ",") {
 					if t = strings.TrimSpace(t); t != "" {
 						n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: t}
-						d.origins[n] = origin
+						d.Origins[n] = origin
 						val.Content = append(val.Content, n)
 					}
 				}
 			} else {
 				*val = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
 			}
-			d.origins[val] = origin
+			d.Origins[val] = origin
 			return
 		}
 		m = val

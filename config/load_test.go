@@ -259,6 +259,13 @@ tiers:
 modules:
   - {name: m, tier: safety, builtin: {fail_rate: 2}}
 `, []string{"cycle.period", "tiers[0].budegt", "modules[0].builtin.fail_rate", "tiers[1].budget"}, ""},
+		{"values over their bounds", `
+tiers:
+  - {name: safety, budget: 50ms}
+  - {name: knowledge, budget: 50ms, max_attempts: 1000000000}
+modules:
+  - {name: a, tier: knowledge, every: 1000000000000000000, max_attempts: 1000000000, builtin: {latency: 1000000h, hang: 1000000h}}
+`, []string{"modules[0].builtin.latency", "modules[0].builtin.hang", "modules[0].every", "modules[0].max_attempts", "tiers[1].max_attempts"}, "must be at most 1h0m0s"},
 		{"budget must be positive", "tiers:\n  - {name: safety, budget: 0s}\n", []string{"tiers[0].budget"}, "must be > 0"},
 		{"wrong shapes", "tiers: {name: safety}\nmodules: [1]\n", []string{"tiers", "modules[0]"}, "want a list"},
 		{"http url", `
@@ -435,7 +442,7 @@ modules:
 		t.Fatal(ps)
 	}
 	p, ok := regs[0].Module.(*modules.HTTP)
-	if !ok || p.Settings() != (modules.HTTPSettings{URL: "https://planner.internal:8443/tick?v=2", MaxBody: 1 << 20, Timeout: 30 * time.Millisecond}) {
+	if !ok || !p.Settings().Equal(modules.HTTPSettings{URL: "https://planner.internal:8443/tick?v=2", MaxBody: 1 << 20, Timeout: 30 * time.Millisecond}) {
 		t.Fatalf("p: %T %+v", regs[0].Module, p)
 	}
 	if q := regs[1].Module.(*modules.HTTP); q.Settings().MaxBody != 512<<10 {

@@ -1,18 +1,12 @@
 package config
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"slices"
-	"strings"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/internal/strictdecode"
 	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/tiers"
 )
@@ -72,128 +66,34 @@ func DecodeModuleWith(body []byte, opts ...BuildOption) (cycle.Registration, err
 }
 
 func decodeModuleConfig(body []byte) (ModuleConfig, error) {
-	bad := func(format string, args ...any) error {
-		return &DecodeError{Problems: tiers.Problems{{Message: fmt.Sprintf(format, args...)}}}
-	}
 	if len(body) > MaxModuleBody {
-		return ModuleConfig{}, bad("body larger than %d bytes", MaxModuleBody)
+		return ModuleConfig{}, &DecodeError{Problems: tiers.Problems{{Message: fmt.Sprintf("body larger than %d bytes", MaxModuleBody)}}}
 	}
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		return ModuleConfig{}, bad("empty body: want a JSON object such as {\"name\": \"probe\", \"tier\": \"perception\"}")
+	n, ps := strictdecode.JSONObject(body, `{"name": "probe", "tier": "perception"}`)
+	if ps != nil {
+		return ModuleConfig{}, &DecodeError{Problems: ps}
 	}
-	if body[0] != '{' {
-		return ModuleConfig{}, bad("want a JSON object such as {\"name\": \"probe\", \"tier\": \"perception\"}")
-	}
-	n, err := jsonNode(body)
-	if err != nil {
-		return ModuleConfig{}, bad("malformed JSON: %v", err)
-	}
-	d := newDecoder(false)
-	d.json = true
+	d := strictdecode.NewJSON(reflect.TypeFor[ByteSize]())
 	m := ModuleConfig{Kind: KindBuiltin}
-	d.decode(n, reflect.ValueOf(&m).Elem(), "")
+	d.Decode(n, &m, "")
 	if m.Builtin != nil {
 		m.Builtin.Faults.FailKind = m.Builtin.Faults.Kind()
 	}
 	if m.HTTP != nil && m.HTTP.MaxBody == 0 {
 		m.HTTP.MaxBody = modules.DefaultMaxBody
 	}
-	ps := d.problems
-	if m.Name == "" && !d.present["name"] {
+	ps = d.Problems
+	if m.Name == "" && !d.Present["name"] {
 		ps = append(ps, tiers.Problem{Path: "name", Message: "required"})
 	} else if !tiers.ValidName(m.Name) && !slices.ContainsFunc(ps, func(p tiers.Problem) bool { return p.Path == "name" }) {
 		ps = append(ps, tiers.Problem{Path: "name", Message: fmt.Sprintf("%q: use letters, digits, '.', '_' and '-'", m.Name)})
 	}
 	ps = mergeProblems(ps, m.check(""))
-	if d.shapes > 0 {
+	if d.Shapes > 0 {
 		return ModuleConfig{}, &DecodeError{Problems: ps}
 	}
 	if err := ps.Err(); err != nil {
 		return ModuleConfig{}, err
 	}
 	return m, nil
-}
-
-// jsonNode parses one JSON value into a yaml.Node tree, refusing duplicate keys and
-// trailing data, so that JSON bodies go through the same strict decoder as files.
-func jsonNode(b []byte) (*yaml.Node, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	n, err := jsonValue(dec, 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the object")
-	}
-	return n, nil
-}
-
-func jsonValue(dec *json.Decoder, depth int) (*yaml.Node, error) {
-	if depth > 100 {
-		return nil, errors.New("nested too deeply")
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-			seen := map[string]bool{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				k, _ := kt.(string)
-				if seen[k] {
-					return nil, fmt.Errorf("duplicate key %q", k)
-				}
-				seen[k] = true
-				v, err := jsonValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k}, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return n, nil
-		case '[':
-			n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-			for dec.More() {
-				v, err := jsonValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				n.Content = append(n.Content, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return n, nil
-		}
-		return nil, fmt.Errorf("unexpected %v", t)
-	case string:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: t}, nil
-	case json.Number:
-		tag := "!!int"
-		if strings.ContainsAny(string(t), ".eE") {
-			tag = "!!float"
-		}
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: string(t)}, nil
-	case bool:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: fmt.Sprint(t)}, nil
-	case nil:
-		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}, nil
-	}
-	return nil, fmt.Errorf("unexpected token %v", tok)
 }

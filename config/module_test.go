@@ -52,7 +52,7 @@ func TestDecodeModuleHTTP(t *testing.T) {
 		t.Fatalf("module %T, want *modules.HTTP", reg.Module)
 	}
 	want := modules.HTTPSettings{URL: "http://127.0.0.1:9000/tick", MaxBody: modules.DefaultMaxBody, Timeout: 40 * time.Millisecond}
-	if h.Settings() != want || !slices.Equal(reg.Spec.Reads, []string{"map.result"}) {
+	if !h.Settings().Equal(want) || !slices.Equal(reg.Spec.Reads, []string{"map.result"}) {
 		t.Fatalf("settings %+v, spec %+v", h.Settings(), reg.Spec)
 	}
 	reg, err = config.DecodeModule([]byte(`{"name": "p", "tier": "planning", "kind": "http", "http": {"url": "https://x/", "max_body": 4096}}`))
@@ -83,7 +83,7 @@ func TestDecodeModuleRejections(t *testing.T) {
 		{"http without settings", `{"name": "m", "tier": "safety", "kind": "http"}`, []string{"http.url"}, false},
 		{"http limits", `{"name": "m", "kind": "http", "http": {"url": "http://x", "max_body": "1GiB", "timeout": "-1s"}}`,
 			[]string{"http.max_body", "http.timeout"}, false},
-		{"http unknown field", `{"name": "m", "kind": "http", "http": {"url": "http://x", "headers": {}}}`, []string{"http.headers"}, true},
+		{"http unknown field", `{"name": "m", "kind": "http", "http": {"url": "http://x", "heders": {}}}`, []string{"http.heders"}, true},
 		{"http wrong type", `{"name": "m", "kind": "http", "http": {"url": ["http://x"]}}`, []string{"http.url"}, true},
 		{"unknown kind", `{"name": "m", "kind": "grpc"}`, []string{"kind"}, false},
 		{"malformed", `{"name": `, []string{""}, true},

@@ -14,8 +14,8 @@ import (
 	"github.com/cycled/cycled/tiers"
 )
 
-// Config is the daemon's configuration. The yaml tags are the key names of DESIGN.md's
-// reference configuration; a Config returned by Load has every default applied, so it is
+// Config is the daemon's configuration. The yaml tags are the key names of the
+// configuration reference (README.md), which are part of the contract; a Config returned by Load has every default applied, so it is
 // also the effective configuration shown by GET /config (through Redacted).
 type Config struct {
 	// Cycle configures the scheduler.
@@ -189,6 +189,24 @@ type HTTPModuleConfig struct {
 	// Timeout caps one attempt (default: the time left in the tier budget), so that a
 	// slow answer leaves time for a retry.
 	Timeout time.Duration `yaml:"timeout"`
+	// Headers are sent with every request, to authenticate to the remote: e.g.
+	// {Authorization: {env: PLANNER_TOKEN}}. Their values are never shown.
+	Headers map[string]HeaderValue `yaml:"headers"`
+}
+
+// HeaderValue is the value of a remote module's request header: a literal string, or
+// where to read it, {env: NAME} (an environment variable of the daemon) or {file: PATH}
+// (a file's content, surrounding whitespace trimmed, at most 4 KiB). It is read when the
+// configuration is loaded or reloaded and when a module is registered or restored, so a
+// reload picks up a rotated file. It is never shown: GET /config shows the variable or
+// the file it comes from, and "***" for a literal.
+type HeaderValue struct {
+	// Value is a literal value (also given as a plain string instead of a mapping).
+	Value string `yaml:"value"`
+	// Env names an environment variable holding the value.
+	Env string `yaml:"env"`
+	// File names a file holding the value.
+	File string `yaml:"file"`
 }
 
 // HTTPConfig configures the API listener (key "http").
@@ -317,13 +335,12 @@ func (b *ByteSize) UnmarshalText(t []byte) error {
 }
 
 // DefaultReadRate is http.read_limit.rate when the file omits it: read requests served a
-// second. Measured on a 2-core machine (BENCHMARKS.md, "HTTP under load"): 64 clients
-// polling /ticks/latest in a tight loop moved the tick start lag p99 by 30 µs at 2000 a
-// second and by 0.5 ms at 5000; unlimited, by 4–6 ms.
+// second. It keeps the tick's start lag within its target on a two-core machine under
+// clients polling in a tight loop (BENCHMARKS.md, "HTTP under load"; docs/decisions.md).
 const DefaultReadRate = 1000
 
-// Defaults returns the configuration used for every key a file omits: DESIGN.md's
-// reference values, the five seed tiers, and no modules.
+// Defaults returns the configuration used for every key a file omits: the documented
+// defaults (README.md, "Configuration"), the five seed tiers, and no modules.
 func Defaults() *Config {
 	bo := tiers.DefaultBackoff()
 	c := &Config{

@@ -13,7 +13,7 @@ import (
 // Kind is the class of a fault. The zero value KindNone means "no fault".
 type Kind uint8
 
-// The fault kinds of DESIGN.md, in the order of its table.
+// The fault kinds, in the order of the table in docs/architecture.md.
 const (
 	// KindNone is the kind of a nil error.
 	KindNone Kind = iota

@@ -1,6 +1,7 @@
 // Package faultsummary defines the CycleFaultSummary that every tick publishes (JSON schema
-// cycled.fault_summary/v1, field names fixed by the contract in docs/architecture.md), the bounded history of recent
-// summaries, and the event hub through which summaries and state changes are streamed.
+// cycled.fault_summary/v1, whose field names are fixed: docs/architecture.md), the bounded
+// history of recent summaries, and the event hub through which summaries and state changes
+// are streamed.
 //
 // Publishing never blocks the tick: the latest summary is an atomic pointer, and a
 // subscriber that does not keep up skips ahead (its oldest undelivered events are dropped
@@ -66,7 +67,7 @@ const (
 // Status is the outcome of one module in one tick.
 type Status string
 
-// The module statuses.
+// The module statuses (docs/architecture.md, "Module statuses").
 const (
 	StatusOK          Status = "ok"           // succeeded on the first attempt
 	StatusRetried     Status = "retried"      // succeeded after more than one attempt

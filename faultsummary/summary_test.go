@@ -73,7 +73,7 @@ func requireKeys(t *testing.T, where string, m map[string]any, keys ...string) {
 	}
 }
 
-// TestSummaryJSONRequiredFields checks every field name the summary's contract fixes, on a summary with
+// TestSummaryJSONRequiredFields checks every field name the contract fixes, on a summary with
 // everything set and on an empty normalised one (where omitempty must not hide them).
 func TestSummaryJSONRequiredFields(t *testing.T) {
 	for name, s := range map[string]*Summary{"full": fullSummary(), "empty": {TickID: 1}} {
@@ -298,7 +298,7 @@ func TestStatusProducedAndRan(t *testing.T) {
 			t.Errorf("%s: Produced %v Ran %v, want %v %v", tt.s, tt.s.Produced(), tt.s.Ran(), tt.produced, tt.ran)
 		}
 	}
-	// The status names are the contract's.
+	// The status names are the ones docs/architecture.md lists.
 	var names []string
 	for _, tt := range tests {
 		names = append(names, string(tt.s))

@@ -79,7 +79,7 @@ type TTL struct {
 	Auto bool
 	// K multiplies the average interval. Zero means 3.
 	K float64
-	// Min and Max clamp an automatic TTL. Zero means 10ms and the store default × 12.
+	// Min and Max clamp an automatic TTL. Zero means: Min 10ms, Max 12 × the store default.
 	Min, Max time.Duration
 }
 
@@ -149,9 +149,9 @@ type record struct {
 	// the next two one entry slot, and the last what only reads and rare writes touch
 	// (the Entry's Key, which a write never changes, is the record's key). A write
 	// touches two lines: the first, and the slot it writes. Keeping the written fields
-	// together, where an Entry in the middle of a 208-byte record spread a write over
-	// three or four lines of two, made ticks of 5000 trivial modules 4.5% shorter
-	// (bench/floor's BenchmarkEngine, eight alternated runs, one P).
+	// together, where an Entry in the middle of the record spread a write over three or
+	// four lines, made ticks of many trivial modules shorter (bench/floor's
+	// BenchmarkEngine in BENCHMARKS.md).
 	mu        sync.Mutex
 	hasEntry  bool   // guarded by mu; slots[cur] holds the entry
 	detached  bool   // guarded by mu; deleted from the store: writes through a Slot are not counted
@@ -347,7 +347,7 @@ func (sl *Slot) PutValue(value any, module string, tick uint64, written time.Tim
 	seq := r.nextSeq()
 	// Field by field, the module's name only when it changes: a write of the whole entry
 	// is a typed copy with a write barrier for each of its pointers while the collector
-	// marks (5% of an engine's trivial module).
+	// marks, a cost a trivial module's write would notice.
 	if r.module != module {
 		r.module = module
 	}

@@ -203,13 +203,13 @@ func (c *Collectors) observeTick(s *faultsummary.Summary) {
 }
 
 // observeLines counts the module lines of s. It reads them one at a time into one Module
-// (the engine keeps them compact: building all of them here would cost every tick the 240
-// bytes per module that keeping them compact saves), and counts each through the counters
-// its position resolved the tick before: looking a child up by its label values hashes
-// them and takes the family's lock, 170 ns a module a tick, as much as the engine's own
-// tick of trivial modules (BenchmarkOnTick). A plain success in lines of the same identity
-// as the last tick's (the same modules in the same order) is not even read: it counts one
-// ok run and one attempt.
+// (the engine keeps them compact: building all of them here would cost every tick the
+// full line per module that keeping them compact saves), and counts each through the
+// counters its position resolved the tick before: looking a child up by its label values
+// hashes them and takes the family's lock, which costs about as much as the engine's own
+// tick of trivial modules (BenchmarkOnTick in BENCHMARKS.md). A plain success in lines of
+// the same identity as the last tick's (the same modules in the same order) is not even
+// read: it counts one ok run and one attempt.
 func (c *Collectors) observeLines(s *faultsummary.Summary) {
 	c.linesMu.Lock()
 	defer c.linesMu.Unlock()

@@ -360,6 +360,15 @@ func TestApplyFaultsJSON(t *testing.T) {
 		{name: "wrong types", body: `{"fail_rate": "high", "hang": 5, "panic": "yes"}`, wantPaths: []string{"fail_rate", "hang", "panic"}, decode: true},
 		{name: "invalid values", body: `{"fail_rate": 1.5, "fail_ticks": [[9, 3]], "latency": "5ms-1ms"}`, wantPaths: []string{"latency", "fail_rate", "fail_ticks[0]"}},
 		{name: "bad kind", body: `{"fail_kind": "flaky"}`, wantPaths: []string{"fail_kind"}},
+		{name: "delays over their bounds", body: `{"latency": "1000000h", "hang": "1000000h", "fail_attempts": 1000000000}`,
+			wantPaths: []string{"latency", "fail_attempts", "hang"}},
+		{name: "latency range over its bound", body: `{"latency": "1ms-2h"}`, wantPaths: []string{"latency"}},
+		{name: "delays at their bounds", body: `{"latency": "1h", "hang": "1h", "fail_attempts": 100}`,
+			check: func(t *testing.T, f modules.Faults) {
+				if f.Latency.Max != modules.MaxLatency || f.Hang != modules.MaxHang || f.FailAttempts != tiers.MaxAttempts {
+					t.Fatalf("faults %+v", f)
+				}
+			}},
 		{name: "window of three ticks", body: `{"fail_ticks": [[3, 9, 12]]}`, wantPaths: []string{"fail_ticks"}, decode: true},
 		{name: "window of one tick", body: `{"fail_ticks": [[3]]}`, wantPaths: []string{"fail_ticks"}, decode: true},
 		{name: "malformed", body: `{"fail_rate": `, wantPaths: []string{""}, decode: true},

@@ -3,7 +3,6 @@ package modules
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -92,6 +91,16 @@ type Window [2]uint64
 // Contains reports whether tick lies in w.
 func (w Window) Contains(tick uint64) bool { return tick >= w[0] && tick <= w[1] }
 
+// Upper bounds of injected delays: a longer one could never be observed (every tier
+// budget is far shorter, and an abandoned attempt would keep its module busy for longer
+// than a test or a demo runs), so it is refused as a mistake.
+const (
+	// MaxLatency is the largest latency of a builtin module.
+	MaxLatency = time.Hour
+	// MaxHang is the largest hang of a builtin module.
+	MaxHang = time.Hour
+)
+
 // Faults are the injected faults of a builtin module. The zero value injects nothing.
 // A Builtin holds its Faults immutably: change them with SetFaults or PatchFaults.
 type Faults struct {
@@ -130,6 +139,8 @@ func (f Faults) Validate() tiers.Problems {
 	switch {
 	case f.Latency.Min < 0 || f.Latency.Max < 0:
 		add("latency", "must be >= 0")
+	case f.Latency.Max > MaxLatency:
+		add("latency", "must be at most %s", MaxLatency)
 	case f.Latency.Min > f.Latency.Max:
 		add("latency", "range minimum %s is above its maximum %s", f.Latency.Min, f.Latency.Max)
 	}
@@ -147,11 +158,11 @@ func (f Faults) Validate() tiers.Problems {
 			add(fmt.Sprintf("fail_ticks[%d]", i), "window start %d is after its end %d", w[0], w[1])
 		}
 	}
-	if f.FailAttempts < 0 {
-		add("fail_attempts", "must be >= 0")
+	if f.FailAttempts < 0 || f.FailAttempts > tiers.MaxAttempts {
+		add("fail_attempts", "must be between 0 and %d", tiers.MaxAttempts)
 	}
-	if f.Hang < 0 {
-		add("hang", "must be >= 0")
+	if f.Hang < 0 || f.Hang > MaxHang {
+		add("hang", "must be between 0 and %s", MaxHang)
 	}
 	return ps
 }
@@ -209,5 +220,3 @@ func (s Settings) MarshalJSON() ([]byte, error) {
 	out = append(out, ',')
 	return append(out, b[1:]...), nil
 }
-
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -80,6 +81,11 @@ type HTTPSettings struct {
 	// Timeout caps each attempt, so that a slow answer leaves time for a retry in the tier
 	// budget. Zero: an attempt may take the time left in the tier budget.
 	Timeout time.Duration
+	// Headers are sent with every request, e.g. {"Authorization": "Bearer …"} to
+	// authenticate to the remote. Their values are secrets: Redact and String hide them,
+	// and the API never shows them. The protocol's own headers and those net/http manages
+	// cannot be set.
+	Headers map[string]string
 }
 
 // withDefaults returns s with MaxBody set.
@@ -87,6 +93,7 @@ func (s HTTPSettings) withDefaults() HTTPSettings {
 	if s.MaxBody == 0 {
 		s.MaxBody = DefaultMaxBody
 	}
+	s.Headers = maps.Clone(s.Headers) // the module's own: a caller's later change is not seen
 	return s
 }
 
@@ -108,6 +115,7 @@ func (s HTTPSettings) Validate() tiers.Problems {
 	if s.Timeout < 0 {
 		add("timeout", "must be >= 0")
 	}
+	checkHeaders(s.Headers, add)
 	return ps
 }
 
@@ -142,15 +150,15 @@ func parseModuleURL(raw string) (*url.URL, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("invalid URL %q: %v", withoutUserinfo(raw), err)
+		return nil, fmt.Errorf("invalid URL %q: %v", RedactURL(raw), err)
 	}
 	switch {
 	case u.Scheme == "":
-		return nil, fmt.Errorf("%q is not an absolute URL: want http://host[:port]/path or https://…", withoutUserinfo(raw))
+		return nil, fmt.Errorf("%q is not an absolute URL: want http://host[:port]/path or https://…", RedactURL(raw))
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, fmt.Errorf("scheme %q is not supported: want http or https", u.Scheme)
 	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
-		return nil, fmt.Errorf("%q has no host: want %s://host[:port]/path", withoutUserinfo(raw), u.Scheme)
+		return nil, fmt.Errorf("%q has no host: want %s://host[:port]/path", RedactURL(raw), u.Scheme)
 	case u.User != nil:
 		return nil, errors.New("credentials in the URL are not supported (GET /config would show them)")
 	}
@@ -296,9 +304,14 @@ func NewHTTP(s HTTPSettings, opts ...Option) (*HTTP, error) {
 func (h *HTTP) Replays() bool { return h.replay }
 
 // Settings returns the settings, with defaults applied.
-func (h *HTTP) Settings() HTTPSettings { return h.settings }
+func (h *HTTP) Settings() HTTPSettings {
+	s := h.settings
+	s.Headers = maps.Clone(s.Headers)
+	return s
+}
 
-// URL returns the endpoint.
+// URL returns the endpoint, as configured (it may hold secrets in its query: show
+// RedactURL of it).
 func (h *HTTP) URL() string { return h.endpoint }
 
 // tickRequest is the body of a POST.
@@ -314,21 +327,7 @@ type tickRequest struct {
 // Run performs one attempt: it POSTs the inputs and classifies the answer (see HTTP).
 // in may be nil (tick 0, attempt 1, no inputs).
 func (h *HTTP) Run(ctx context.Context, in *tiers.Input) (any, error) {
-	req := tickRequest{Attempt: 1, Inputs: map[string]blackboard.Entry{}}
-	var tierDeadline time.Time
-	if in != nil {
-		req.TickID, req.Module, req.Tier, tierDeadline = in.TickID(), in.Module(), in.Tier(), in.Deadline()
-		if a := in.Attempt(); a > 0 {
-			req.Attempt = a
-		}
-		for _, k := range in.Reads() {
-			e, ok := in.Get(k)
-			if !ok {
-				e = blackboard.Entry{Key: k}
-			}
-			req.Inputs[k] = e
-		}
-	}
+	req, tierDeadline := newTickRequest(in)
 	now := h.clock.Now()
 	if h.settings.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -342,14 +341,51 @@ func (h *HTTP) Run(ctx context.Context, in *tiers.Input) (any, error) {
 	if !deadline.IsZero() {
 		req.Deadline = deadline.UTC().Format(time.RFC3339Nano)
 	}
+	hr, err := h.newRequest(ctx, req, max(deadline.Sub(now), 0))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := h.client.Do(hr)
+	if err != nil {
+		return nil, transportError(ctx, err)
+	}
+	return h.readAnswer(ctx, resp)
+}
+
+// newTickRequest returns the body of the POST for in (nil: tick 0, attempt 1, no inputs),
+// without its deadline, and the tier's deadline.
+func newTickRequest(in *tiers.Input) (tickRequest, time.Time) {
+	req := tickRequest{Attempt: 1, Inputs: map[string]blackboard.Entry{}}
+	if in == nil {
+		return req, time.Time{}
+	}
+	req.TickID, req.Module, req.Tier = in.TickID(), in.Module(), in.Tier()
+	if a := in.Attempt(); a > 0 {
+		req.Attempt = a
+	}
+	for _, k := range in.Reads() {
+		e, ok := in.Get(k)
+		if !ok {
+			e = blackboard.Entry{Key: k}
+		}
+		req.Inputs[k] = e
+	}
+	return req, in.Deadline()
+}
+
+// newRequest builds the POST of req with its headers; left is the time left before the
+// deadline, sent when req has one.
+func (h *HTTP) newRequest(ctx context.Context, req tickRequest, left time.Duration) (*http.Request, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fault.Validation(fmt.Errorf("encode the inputs: %w", err))
 	}
-
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, fault.Permanent(fmt.Errorf("build the request: %w", err))
+	}
+	for k, v := range h.settings.Headers {
+		hr.Header.Set(k, v) // first: the protocol's headers below are not configurable
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json")
@@ -368,14 +404,14 @@ func (h *HTTP) Run(ctx context.Context, in *tiers.Input) (any, error) {
 	hr.Header.Set(HeaderRun, RunID())
 	if req.Deadline != "" {
 		hr.Header.Set(HeaderDeadline, req.Deadline)
-		left := max(deadline.Sub(now), 0)
 		hr.Header.Set(HeaderBudget, strconv.FormatFloat(float64(left.Microseconds())/1000, 'f', -1, 64))
 	}
+	return hr, nil
+}
 
-	resp, err := h.client.Do(hr)
-	if err != nil {
-		return nil, transportError(ctx, err)
-	}
+// readAnswer reads and classifies the answer resp, never more than MaxBody+1 bytes, and
+// closes its body.
+func (h *HTTP) readAnswer(ctx context.Context, resp *http.Response) (any, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// Armed until the drain below is done: closing the body ends a read that waits.
 		t := h.clock.AfterFunc(errorBodyWait, func() { resp.Body.Close() })
@@ -402,8 +438,10 @@ func (h *HTTP) Run(ctx context.Context, in *tiers.Input) (any, error) {
 	return v, err
 }
 
-// transportError classifies an error of the round trip (or of reading the answer).
+// transportError classifies an error of the round trip (or of reading the answer), its
+// URL redacted: the message reaches summaries, the API and the log.
 func transportError(ctx context.Context, err error) error {
+	err = redactURLError(err)
 	var cve *tls.CertificateVerificationError
 	var uae x509.UnknownAuthorityError
 	var hne x509.HostnameError

@@ -1,16 +1,14 @@
 package modules
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/internal/strictdecode"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -43,21 +41,21 @@ type Injectable interface {
 // configured faults, then the given fields apply on top of them.
 type FaultsPatch struct {
 	// Reset restores the configured faults before applying the other fields.
-	Reset bool
+	Reset bool `yaml:"reset"`
 	// Latency replaces the latency when set.
-	Latency *Latency
+	Latency *Latency `yaml:"latency"`
 	// FailRate replaces the failure probability when set.
-	FailRate *float64
+	FailRate *float64 `yaml:"fail_rate"`
 	// FailKind replaces the kind of injected failures when set.
-	FailKind *fault.Kind
+	FailKind *fault.Kind `yaml:"fail_kind"`
 	// FailTicks replaces the failure windows when set (an empty list clears them).
-	FailTicks *[]Window
+	FailTicks *[]Window `yaml:"fail_ticks"`
 	// FailAttempts replaces the number of failing first attempts when set.
-	FailAttempts *int
+	FailAttempts *int `yaml:"fail_attempts"`
 	// Hang replaces the hang duration when set.
-	Hang *time.Duration
+	Hang *time.Duration `yaml:"hang"`
 	// Panic replaces the panic switch when set.
-	Panic *bool
+	Panic *bool `yaml:"panic"`
 }
 
 // apply returns base with p's fields set (Reset is the caller's business).
@@ -87,143 +85,46 @@ func (p FaultsPatch) apply(base Faults) Faults {
 	return f
 }
 
-// patchFields are the JSON fields of a FaultsPatch, in documentation order.
-var patchFields = []string{"reset", "latency", "fail_rate", "fail_kind", "fail_ticks", "fail_attempts", "hang", "panic"}
-
 // DecodeFaultsPatch decodes a FaultsPatch from a JSON object with the field names of the
 // configuration: reset, latency ("2ms" or "1ms-5ms"), fail_rate, fail_kind, fail_ticks
-// ([[3, 9]]), fail_attempts, hang ("2s") and panic. Decoding is strict: malformed JSON,
-// trailing data, an unknown field or a value of the wrong JSON type give a *DecodeError;
-// a value of the right type that does not parse (a duration, a latency, a fault kind)
-// gives a *tiers.ValidationError. A field's problems carry its name as the path; a
-// malformed body has an empty path.
+// ([[3, 9]]), fail_attempts, hang ("2s") and panic. Decoding is strict (the decoder of the
+// configuration file and of POST /modules): malformed JSON, trailing data, a key given
+// twice, an unknown field or a value of the wrong JSON type give a *DecodeError; a value
+// of the right type that does not parse (a duration, a latency, a fault kind) gives a
+// *tiers.ValidationError. A field's problems carry its name as the path (a problem inside
+// it, such as one window of fail_ticks, says where in its message); a malformed body has
+// an empty path.
 func DecodeFaultsPatch(body []byte) (FaultsPatch, error) {
 	var p FaultsPatch
-	bad := func(path, format string, args ...any) error {
-		return &DecodeError{Problems: tiers.Problems{{Path: path, Message: fmt.Sprintf(format, args...)}}}
+	n, ps := strictdecode.JSONObject(body, `{"fail_rate": 0.5}`)
+	if ps != nil {
+		return p, &DecodeError{Problems: ps}
 	}
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return p, bad("", "empty body: want a JSON object such as {\"fail_rate\": 0.5}")
+	d := strictdecode.NewJSON()
+	d.Decode(n, &p, "")
+	failed := func(path string) bool {
+		return slices.ContainsFunc(d.Problems, func(q tiers.Problem) bool { return q.Path == path })
 	}
-	if trimmed[0] != '{' {
-		return p, bad("", "want a JSON object such as {\"fail_rate\": 0.5}")
+	if p.FailKind != nil && *p.FailKind == fault.KindNone && !failed("fail_kind") {
+		d.Fail("fail_kind", nil, "unknown fault kind %q", fault.KindNone.String())
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	var raw map[string]json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return p, bad("", "malformed JSON: %v", err)
-	}
-	if dec.InputOffset() != int64(len(trimmed)) {
-		return p, bad("", "malformed JSON: data after the object")
-	}
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var ps tiers.Problems
-	shapes := 0
-	add := func(path, format string, args ...any) {
-		ps = append(ps, tiers.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
-	}
-	shape := func(path, format string, args ...any) {
-		shapes++
-		add(path, format, args...)
-	}
-	for _, k := range keys {
-		if !slices.Contains(patchFields, k) {
-			shape(k, "unknown field (want one of %s)", strings.Join(patchFields, ", "))
-		}
-	}
-	str := func(k string) (string, bool) {
-		var s string
-		if err := json.Unmarshal(raw[k], &s); err != nil {
-			shape(k, "want a string")
-			return "", false
-		}
-		return s, true
-	}
-	for _, k := range patchFields {
-		v, ok := raw[k]
-		if !ok || string(v) == "null" {
-			continue
-		}
-		switch k {
-		case "reset":
-			if err := json.Unmarshal(v, &p.Reset); err != nil {
-				shape(k, "want true or false")
-			}
-		case "latency":
-			if s, ok := str(k); ok {
-				l, err := ParseLatency(s)
-				if err != nil {
-					add(k, "%v", err)
-					continue
-				}
-				p.Latency = &l
-			}
-		case "fail_rate":
-			var x float64
-			if err := json.Unmarshal(v, &x); err != nil || !finite(x) {
-				shape(k, "want a number between 0 and 1")
-				continue
-			}
-			p.FailRate = &x
-		case "fail_kind":
-			if s, ok := str(k); ok {
-				kd, err := fault.ParseKind(s)
-				if err != nil || kd == fault.KindNone {
-					add(k, "unknown fault kind %q", s)
-					continue
-				}
-				p.FailKind = &kd
-			}
-		case "fail_ticks":
-			// Decoded through [][]uint64 first: into a Window (an array), encoding/json
-			// would drop a third number, or take one number for [n, 0], silently.
-			var raw [][]uint64
-			if err := json.Unmarshal(v, &raw); err != nil || slices.ContainsFunc(raw, func(x []uint64) bool { return len(x) != 2 }) {
-				shape(k, "want a list of [first, last] tick windows such as [[3, 9]]")
-				continue
-			}
-			var w []Window
-			for _, x := range raw {
-				w = append(w, Window{x[0], x[1]})
-			}
-			if w == nil {
-				w = []Window{}
-			}
-			p.FailTicks = &w
-		case "fail_attempts":
-			var n int
-			if err := json.Unmarshal(v, &n); err != nil {
-				shape(k, "want an integer")
-				continue
-			}
-			p.FailAttempts = &n
-		case "hang":
-			if s, ok := str(k); ok {
-				d, err := time.ParseDuration(s)
-				if err != nil {
-					add(k, "invalid duration %q (want e.g. 2s)", s)
-					continue
-				}
-				p.Hang = &d
-			}
-		case "panic":
-			var b bool
-			if err := json.Unmarshal(v, &b); err != nil {
-				shape(k, "want true or false")
-				continue
-			}
-			p.Panic = &b
-		}
-	}
-	if shapes > 0 {
+	ps = atFields(d.Problems)
+	if d.Shapes > 0 {
 		return p, &DecodeError{Problems: ps}
 	}
 	return p, ps.Err()
+}
+
+// atFields puts each problem at the field of the body it is in: "fail_ticks[0]: want a
+// list of 2 items" becomes "fail_ticks: [0]: want a list of 2 items".
+func atFields(ps tiers.Problems) tiers.Problems {
+	for i, q := range ps {
+		if j := strings.IndexAny(q.Path, ".["); j > 0 {
+			rest := strings.TrimPrefix(q.Path[j:], ".")
+			ps[i] = tiers.Problem{Path: q.Path[:j], Message: rest + ": " + q.Message}
+		}
+	}
+	return ps
 }
 
 // ApplyFaultsJSON decodes body as a FaultsPatch and applies it to m, returning the faults

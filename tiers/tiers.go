@@ -117,7 +117,7 @@ type Tier struct {
 	Breaker breaker.Settings
 }
 
-// SeedTiers returns the five seed tiers of DESIGN.md with their default budgets, attempts,
+// SeedTiers returns the five seed tiers with their documented default budgets, attempts,
 // breakers and backoff (base 10ms, factor 2, max 100ms, jitter 0.2).
 func SeedTiers() []Tier {
 	bo := DefaultBackoff()

@@ -3,6 +3,7 @@ package tiers
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -145,175 +146,241 @@ func ValidName(s string) bool {
 // Validate checks a whole configuration and returns the plan (nil when there are errors)
 // and every finding, each with its path.
 func Validate(cfg Config) (*Plan, Problems) {
-	var ps Problems
-	add := func(path, format string, args ...any) {
-		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	v := &validator{cfg: cfg}
+	v.checkTiers()
+	v.checkBreakers()
+	v.byName = make(map[string]int, len(cfg.Modules))
+	for i, m := range cfg.Modules {
+		checkName(fmt.Sprintf("modules[%d].name", i), "module", "modules", m.Name, i, v.byName, v.add)
 	}
-	warn := func(path, format string, args ...any) {
-		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...), Warning: true})
+	v.resolveTiers()
+	v.reportCycles()
+	v.deriveTiers()
+	v.writers = make(map[string]int)
+	for i, m := range cfg.Modules {
+		v.checkModule(i, m)
 	}
+	v.checkReads()
+	if len(v.ps.Errors()) > 0 {
+		return nil, v.ps
+	}
+	return v.plan(), v.ps
+}
 
-	if len(cfg.Tiers) == 0 {
-		add("tiers", "at least one tier is required (the first is the safety tier)")
+// validator is one run of Validate: the configuration, the findings so far, and what the
+// checks learn on the way for the later ones.
+type validator struct {
+	cfg     Config
+	ps      Problems
+	tierIdx map[string]int // tier name → index
+	byName  map[string]int // module name → index of its first module
+	tierOf  []int          // module index → tier index; -1 while unknown
+	// unresolved marks the modules whose tier order cannot be checked: on a depends_on
+	// cycle, or placed by depends_on after one.
+	unresolved []bool
+	writers    map[string]int // key → index of the module that writes it
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.ps = append(v.ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) warn(path, format string, args ...any) {
+	v.ps = append(v.ps, Problem{Path: path, Message: fmt.Sprintf(format, args...), Warning: true})
+}
+
+// checkTiers checks every tier and indexes them by name.
+func (v *validator) checkTiers() {
+	if len(v.cfg.Tiers) == 0 {
+		v.add("tiers", "at least one tier is required (the first is the safety tier)")
 	}
-	tierIdx := make(map[string]int, len(cfg.Tiers))
-	for i, t := range cfg.Tiers {
+	v.tierIdx = make(map[string]int, len(v.cfg.Tiers))
+	for i, t := range v.cfg.Tiers {
 		p := fmt.Sprintf("tiers[%d]", i)
-		checkName(p+".name", "tier", "tiers", t.Name, i, tierIdx, add)
+		checkName(p+".name", "tier", "tiers", t.Name, i, v.tierIdx, v.add)
 		if t.Budget <= 0 {
-			add(p+".budget", "must be > 0")
+			v.add(p+".budget", "must be > 0")
 		}
-		if t.MaxAttempts < 0 {
-			add(p+".max_attempts", "must be >= 1")
-		}
+		checkAttempts(p+".max_attempts", t.MaxAttempts, v.add)
 		if t.Policy > Abort {
-			add(p+".policy", "unknown policy")
+			v.add(p+".policy", "unknown policy")
 		}
-		checkBackoff(p+".backoff", t, add)
-		checkBreaker(p+".breaker", t.Breaker, add)
+		checkBackoff(p+".backoff", t, v.add)
+		checkBreaker(p+".breaker", t.Breaker, v.add)
 	}
-	// Map order is random: report the named breakers in name order so that the same
-	// configuration always gives the same problems in the same order.
-	breakerNames := make([]string, 0, len(cfg.Breakers))
-	for name := range cfg.Breakers {
-		breakerNames = append(breakerNames, name)
+}
+
+// checkBreakers checks the named breakers. Map order is random: they are reported in name
+// order so that the same configuration always gives the same problems in the same order.
+func (v *validator) checkBreakers() {
+	names := make([]string, 0, len(v.cfg.Breakers))
+	for name := range v.cfg.Breakers {
+		names = append(names, name)
 	}
-	sort.Strings(breakerNames)
-	for _, name := range breakerNames {
-		s := cfg.Breakers[name]
+	sort.Strings(names)
+	for _, name := range names {
 		p := "breakers." + name
 		if !ValidName(name) {
-			add(p, "%q: use letters, digits, '.', '_' and '-'", name)
+			v.add(p, "%q: use letters, digits, '.', '_' and '-'", name)
 		}
-		checkBreaker(p, s, add)
+		checkBreaker(p, v.cfg.Breakers[name], v.add)
 	}
+}
 
-	// Modules: names, tiers, keys.
-	byName := make(map[string]int, len(cfg.Modules))
-	for i, m := range cfg.Modules {
-		checkName(fmt.Sprintf("modules[%d].name", i), "module", "modules", m.Name, i, byName, add)
+// resolveTiers sets the tier of every module that names one, and checks its depends_on.
+func (v *validator) resolveTiers() {
+	v.tierOf = make([]int, len(v.cfg.Modules))
+	for i := range v.tierOf {
+		v.tierOf[i] = -1
 	}
-
-	// Resolve tiers, deriving from depends_on where the tier is not given.
-	tierOf := make([]int, len(cfg.Modules))
-	for i := range tierOf {
-		tierOf[i] = -1
-	}
-	for i, m := range cfg.Modules {
+	for i, m := range v.cfg.Modules {
 		p := fmt.Sprintf("modules[%d]", i)
 		if m.Tier != "" {
 			// No early continue: the depends_on of a module with an unknown tier is still
 			// checked, so that every problem is reported at once.
-			if ti, ok := tierIdx[m.Tier]; ok {
-				tierOf[i] = ti
+			if ti, ok := v.tierIdx[m.Tier]; ok {
+				v.tierOf[i] = ti
 			} else {
-				add(p+".tier", "unknown tier %q", m.Tier)
+				v.add(p+".tier", "unknown tier %q", m.Tier)
 			}
 		} else if len(m.DependsOn) == 0 {
-			add(p+".tier", "must name a tier (or give depends_on)")
+			v.add(p+".tier", "must name a tier (or give depends_on)")
 		}
 		for j, d := range m.DependsOn {
-			if _, ok := byName[d]; !ok {
-				add(fmt.Sprintf("%s.depends_on[%d]", p, j), "unknown module %q", d)
+			if _, ok := v.byName[d]; !ok {
+				v.add(fmt.Sprintf("%s.depends_on[%d]", p, j), "unknown module %q", d)
 			}
 		}
 	}
-	if cyc := findCycle(cfg.Modules, byName); cyc != nil {
-		add(fmt.Sprintf("modules[%d].depends_on", byName[cyc[0]]), "dependency cycle: %s", strings.Join(cyc, " -> "))
-	} else {
-		order := topoOrder(cfg.Modules, byName)
-		for _, i := range order {
-			m := cfg.Modules[i]
-			need := -1
-			for _, d := range m.DependsOn {
-				if j, ok := byName[d]; ok && tierOf[j] > need {
-					need = tierOf[j]
-				}
-			}
-			p := fmt.Sprintf("modules[%d]", i)
-			if m.Tier == "" && len(m.DependsOn) > 0 {
-				t := need + 1
-				if t < 1 {
-					t = 1
-				}
-				if t >= len(cfg.Tiers) {
-					add(p+".depends_on", "needs tier index %d but only %d tiers are configured", t, len(cfg.Tiers))
-					continue
-				}
-				tierOf[i] = t
-			} else if tierOf[i] >= 0 && need >= tierOf[i] {
-				add(p+".depends_on", "depends on a module in tier %q, which does not run before tier %q", cfg.Tiers[need].Name, m.Tier)
-			}
-		}
-	}
+}
 
-	writers := make(map[string]int)
-	for i, m := range cfg.Modules {
+// reportCycles reports every depends_on cycle once, and marks its members: their tier
+// order cannot be checked (see deriveTiers).
+func (v *validator) reportCycles() {
+	v.unresolved = make([]bool, len(v.cfg.Modules))
+	for _, scc := range cyclicGroups(v.cfg.Modules, v.byName) {
+		sub := make(map[string]int, len(scc))
+		for _, i := range scc {
+			v.unresolved[i] = true
+			sub[v.cfg.Modules[i].Name] = i
+		}
+		cyc := findCycle(v.cfg.Modules, sub)
+		v.add(fmt.Sprintf("modules[%d].depends_on", v.byName[cyc[0]]), "dependency cycle: %s", strings.Join(cyc, " -> "))
+	}
+}
+
+// deriveTiers, in dependency order, puts a module without a tier in the tier after its
+// latest dependency (tier 1 at least), and checks that a module with a tier runs after
+// every module it depends on. A cycle does not stop it, so that one pass reports every
+// problem: the cycle's members are skipped, and so is a module whose tier would be
+// derived from one (its tier cannot be known; the cycle is its problem).
+func (v *validator) deriveTiers() {
+	for _, i := range topoOrder(v.cfg.Modules, v.byName) {
+		if v.unresolved[i] {
+			continue
+		}
+		m := v.cfg.Modules[i]
+		need, blocked := -1, false
+		for _, d := range m.DependsOn {
+			if j, ok := v.byName[d]; ok {
+				blocked = blocked || v.unresolved[j]
+				need = max(need, v.tierOf[j])
+			}
+		}
 		p := fmt.Sprintf("modules[%d]", i)
-		key := m.Key()
-		if strings.TrimSpace(key) == "" || strings.ContainsFunc(key, unicode.IsControl) {
-			add(p+".writes", "invalid key %q", key)
-		} else if j, dup := writers[key]; dup {
-			add(p+".writes", "key %q is also written by %q", key, cfg.Modules[j].Name)
-		} else {
-			writers[key] = i
-		}
-		if m.Every < 0 {
-			add(p+".every", "must be >= 1")
-		}
-		if m.MaxAttempts < 0 {
-			add(p+".max_attempts", "must be >= 1")
-		}
-		if m.TTL.Fixed < 0 {
-			add(p+".ttl", "must be >= 0")
-		}
-		if m.TTL.Auto && m.TTL.Max > 0 && m.TTL.Min > m.TTL.Max {
-			add(p+".ttl", "auto TTL min %s is above max %s", m.TTL.Min, m.TTL.Max)
-		}
-		if m.Breaker != "" {
-			if _, ok := cfg.Breakers[m.Breaker]; !ok {
-				add(p+".breaker", "unknown breaker %q (declare it under breakers)", m.Breaker)
+		switch {
+		case m.Tier == "" && len(m.DependsOn) > 0 && blocked:
+			v.unresolved[i] = true
+		case m.Tier == "" && len(m.DependsOn) > 0:
+			t := max(need+1, 1)
+			if t >= len(v.cfg.Tiers) {
+				v.add(p+".depends_on", "needs tier index %d but only %d tiers are configured", t, len(v.cfg.Tiers))
+				v.unresolved[i] = true
+				continue
 			}
-		} else if _, ok := cfg.Breakers[m.Name]; ok {
-			// The module's own breaker carries its name: it would be the named one, with
-			// either's settings silently lost.
-			add(p+".name", "%q is also the name of a named breaker (breakers.%s), and a module's own breaker carries its module's name: rename one, or set breaker: %s to share it", m.Name, m.Name, m.Name)
-		}
-		if m.Policy > Abort {
-			add(p+".policy", "unknown policy")
-		}
-		if tierOf[i] >= 0 {
-			attempts := effectiveAttempts(m, cfg.Tiers[tierOf[i]])
-			if attempts > 1 && !m.IsIdempotent() {
-				add(p+".idempotent", "retry configured (%d attempts) on a non-idempotent module: set max_attempts: 1 or make it idempotent", attempts)
-			}
+			v.tierOf[i] = t
+		case v.tierOf[i] >= 0 && need >= v.tierOf[i]:
+			v.add(p+".depends_on", "depends on a module in tier %q, which does not run before tier %q", v.cfg.Tiers[need].Name, m.Tier)
 		}
 	}
-	for i, m := range cfg.Modules {
+}
+
+// checkModule checks module i's own fields and records the key it writes.
+func (v *validator) checkModule(i int, m ModuleSpec) {
+	p := fmt.Sprintf("modules[%d]", i)
+	key := m.Key()
+	if strings.TrimSpace(key) == "" || strings.ContainsFunc(key, unicode.IsControl) {
+		v.add(p+".writes", "invalid key %q", key)
+	} else if j, dup := v.writers[key]; dup {
+		v.add(p+".writes", "key %q is also written by %q", key, v.cfg.Modules[j].Name)
+	} else {
+		v.writers[key] = i
+	}
+	if m.Every < 0 || m.Every > MaxEvery {
+		v.add(p+".every", "must be between 1 and %d", MaxEvery)
+	}
+	checkAttempts(p+".max_attempts", m.MaxAttempts, v.add)
+	if m.TTL.Fixed < 0 {
+		v.add(p+".ttl", "must be >= 0")
+	}
+	if m.TTL.Auto && m.TTL.Max > 0 && m.TTL.Min > m.TTL.Max {
+		v.add(p+".ttl", "auto TTL min %s is above max %s", m.TTL.Min, m.TTL.Max)
+	}
+	v.checkModuleBreaker(p, m)
+	if m.Policy > Abort {
+		v.add(p+".policy", "unknown policy")
+	}
+	if v.tierOf[i] >= 0 {
+		attempts := effectiveAttempts(m, v.cfg.Tiers[v.tierOf[i]])
+		if attempts > 1 && !m.IsIdempotent() {
+			v.add(p+".idempotent", "retry configured (%d attempts) on a non-idempotent module: set max_attempts: 1 or make it idempotent", attempts)
+		}
+	}
+}
+
+// checkModuleBreaker checks the breaker a module names, or that its own breaker's name (the
+// module's) is not a named breaker's: it would be the named one, with either's settings
+// silently lost.
+func (v *validator) checkModuleBreaker(p string, m ModuleSpec) {
+	if m.Breaker != "" {
+		if _, ok := v.cfg.Breakers[m.Breaker]; !ok {
+			v.add(p+".breaker", "unknown breaker %q (declare it under breakers)", m.Breaker)
+		}
+	} else if _, ok := v.cfg.Breakers[m.Name]; ok {
+		v.add(p+".name", "%q is also the name of a named breaker (breakers.%s), and a module's own breaker carries its module's name: rename one, or set breaker: %s to share it", m.Name, m.Name, m.Name)
+	}
+}
+
+// checkReads warns of keys read that nobody writes, or that are written in the same or a
+// later tier (the reader then sees last-known-good values).
+func (v *validator) checkReads() {
+	for i, m := range v.cfg.Modules {
 		for j, r := range m.Reads {
 			p := fmt.Sprintf("modules[%d].reads[%d]", i, j)
-			w, ok := writers[r]
+			w, ok := v.writers[r]
 			switch {
 			case !ok:
-				warn(p, "no module writes key %q", r)
-			case tierOf[i] >= 0 && tierOf[w] >= tierOf[i]:
-				warn(p, "key %q is written by %q in tier %q, which does not run earlier: the reader sees its last-known-good value", r, cfg.Modules[w].Name, cfg.Tiers[tierOf[w]].Name)
+				v.warn(p, "no module writes key %q", r)
+			case v.tierOf[i] >= 0 && v.tierOf[w] >= v.tierOf[i]:
+				v.warn(p, "key %q is written by %q in tier %q, which does not run earlier: the reader sees its last-known-good value", r, v.cfg.Modules[w].Name, v.cfg.Tiers[v.tierOf[w]].Name)
 			}
 		}
 	}
+}
 
-	if len(ps.Errors()) > 0 {
-		return nil, ps
-	}
-	plan := &Plan{Tiers: cfg.Tiers, Breakers: cfg.Breakers, Warnings: ps.Warnings()}
+// plan builds the plan of a configuration without errors: every module with its tier,
+// attempts and policy, ordered by tier, then priority (highest first), then name.
+func (v *validator) plan() *Plan {
+	cfg := v.cfg
+	plan := &Plan{Tiers: cfg.Tiers, Breakers: cfg.Breakers, Warnings: v.ps.Warnings()}
 	for i, m := range cfg.Modules {
-		t := cfg.Tiers[tierOf[i]]
+		t := cfg.Tiers[v.tierOf[i]]
 		m.Tier = t.Name
 		pol := m.Policy
 		if pol == PolicyDefault {
-			pol = TierPolicy(t, tierOf[i])
+			pol = TierPolicy(t, v.tierOf[i])
 		}
-		plan.Modules = append(plan.Modules, PlannedModule{Spec: m, TierIndex: tierOf[i], Attempts: effectiveAttempts(m, t), Policy: pol})
+		plan.Modules = append(plan.Modules, PlannedModule{Spec: m, TierIndex: v.tierOf[i], Attempts: effectiveAttempts(m, t), Policy: pol})
 	}
 	sort.SliceStable(plan.Modules, func(a, b int) bool {
 		x, y := plan.Modules[a], plan.Modules[b]
@@ -325,7 +392,7 @@ func Validate(cfg Config) (*Plan, Problems) {
 		}
 		return x.Spec.Name < y.Spec.Name
 	})
-	return plan, ps
+	return plan
 }
 
 // checkName checks the name of item i of list (a tier or a module): not empty, valid, and
@@ -385,6 +452,81 @@ func checkBreaker(p string, s breaker.Settings, add func(string, string, ...any)
 	if s.HalfOpenSuccesses < 0 {
 		add(p+".half_open_successes", "must be >= 1")
 	}
+}
+
+// Upper bounds of per-tier and per-module settings: a larger value could never take
+// effect (a module due once in more ticks than a process lives through, more attempts
+// than any budget leaves time for), so it is refused as a mistake.
+const (
+	// MaxEvery is the largest "every": at the default 10 Hz, once a day is every 864000.
+	MaxEvery = 1_000_000
+	// MaxAttempts is the largest max_attempts of a tier or a module.
+	MaxAttempts = 100
+)
+
+// checkAttempts checks a max_attempts value (0: the default).
+func checkAttempts(path string, n int, add func(path, format string, args ...any)) {
+	if n < 0 || n > MaxAttempts {
+		add(path, "must be between 1 and %d", MaxAttempts)
+	}
+}
+
+// cyclicGroups returns the groups of modules that depend on each other in a cycle (the
+// strongly connected components with a cycle, a self-dependency included, found by
+// Tarjan's algorithm), each sorted, in the order of their first module.
+func cyclicGroups(ms []ModuleSpec, byName map[string]int) [][]int {
+	index, low := make([]int, len(ms)), make([]int, len(ms))
+	onStack := make([]bool, len(ms))
+	for i := range index {
+		index[i] = -1
+	}
+	var stack []int
+	var groups [][]int
+	next := 0
+	var visit func(i int)
+	visit = func(i int) {
+		index[i], low[i] = next, next
+		next++
+		stack = append(stack, i)
+		onStack[i] = true
+		self := false
+		for _, d := range ms[i].DependsOn {
+			j, ok := byName[d]
+			switch {
+			case !ok:
+			case j == i:
+				self = true
+			case index[j] < 0:
+				visit(j)
+				low[i] = min(low[i], low[j])
+			case onStack[j]:
+				low[i] = min(low[i], index[j])
+			}
+		}
+		if low[i] != index[i] {
+			return
+		}
+		k := len(stack) - 1
+		for stack[k] != i {
+			k--
+		}
+		g := slices.Clone(stack[k:])
+		for _, j := range g {
+			onStack[j] = false
+		}
+		stack = stack[:k]
+		if len(g) > 1 || self {
+			slices.Sort(g)
+			groups = append(groups, g)
+		}
+	}
+	for i := range ms {
+		if index[i] < 0 {
+			visit(i)
+		}
+	}
+	slices.SortFunc(groups, func(a, b []int) int { return a[0] - b[0] })
+	return groups
 }
 
 // findCycle returns the names along a depends_on cycle (first name repeated at the end), or nil.

@@ -71,7 +71,8 @@ func TestValidateRules(t *testing.T) {
 		{"duplicate tier name", func(c *Config) { c.Tiers[4].Name = "knowledge"; c.Modules = c.Modules[:4] }, "tiers[4].name", `duplicate tier "knowledge" (also tiers[1])`, false},
 		{"zero budget", func(c *Config) { c.Tiers[2].Budget = 0 }, "tiers[2].budget", "must be > 0", false},
 		{"negative budget", func(c *Config) { c.Tiers[2].Budget = -time.Millisecond }, "tiers[2].budget", "must be > 0", false},
-		{"negative tier attempts", func(c *Config) { c.Tiers[1].MaxAttempts = -1 }, "tiers[1].max_attempts", "must be >= 1", false},
+		{"negative tier attempts", func(c *Config) { c.Tiers[1].MaxAttempts = -1 }, "tiers[1].max_attempts", "must be between 1 and 100", false},
+		{"tier attempts over the bound", func(c *Config) { c.Tiers[1].MaxAttempts = 1e9 }, "tiers[1].max_attempts", "must be between 1 and 100", false},
 		{"unknown tier policy", func(c *Config) { c.Tiers[1].Policy = Policy(9) }, "tiers[1].policy", "unknown policy", false},
 		{"backoff factor below 1", func(c *Config) { c.Tiers[1].Backoff.Factor = 0.5 }, "tiers[1].backoff.factor", "must be >= 1", false},
 		{"negative backoff base", func(c *Config) { c.Tiers[1].Backoff.Base = -1 }, "tiers[1].backoff.base", "must be >= 0", false},
@@ -102,8 +103,10 @@ func TestValidateRules(t *testing.T) {
 		{"read of a key written in the same tier", func(c *Config) { c.Modules[2].Reads = []string{"camera.result"} }, "modules[2].reads[0]", `key "camera.result" is written by "camera" in tier "perception"`, true},
 
 		// Per-module settings.
-		{"negative every", func(c *Config) { c.Modules[1].Every = -1 }, "modules[1].every", "must be >= 1", false},
-		{"negative module attempts", func(c *Config) { c.Modules[1].MaxAttempts = -1 }, "modules[1].max_attempts", "must be >= 1", false},
+		{"negative every", func(c *Config) { c.Modules[1].Every = -1 }, "modules[1].every", "must be between 1 and 1000000", false},
+		{"every over the bound", func(c *Config) { c.Modules[1].Every = 1e18 }, "modules[1].every", "must be between 1 and 1000000", false},
+		{"negative module attempts", func(c *Config) { c.Modules[1].MaxAttempts = -1 }, "modules[1].max_attempts", "must be between 1 and 100", false},
+		{"module attempts over the bound", func(c *Config) { c.Modules[0].MaxAttempts = 1e9 }, "modules[0].max_attempts", "must be between 1 and 100", false},
 		{"negative ttl", func(c *Config) { c.Modules[1].TTL = lastgood.TTL{Fixed: -time.Second} }, "modules[1].ttl", "must be >= 0", false},
 		{"auto ttl min above max", func(c *Config) {
 			c.Modules[1].TTL = lastgood.TTL{Auto: true, Min: time.Second, Max: time.Millisecond}
@@ -192,7 +195,7 @@ func dump(ps Problems) string {
 	return b.String()
 }
 
-// TestBudgetProblemText pins the exact text DESIGN.md shows for `cycled validate`.
+// TestBudgetProblemText pins the exact text the contract shows for `cycled validate`.
 func TestBudgetProblemText(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Tiers[2].Budget = 0
@@ -535,5 +538,39 @@ func TestSeedTiers(t *testing.T) {
 	}
 	if b := DefaultBackoff(); b.Base != 10*time.Millisecond || b.Factor != 2 || b.Max != 100*time.Millisecond || b.Jitter != 0.2 {
 		t.Errorf("DefaultBackoff() = %+v", b)
+	}
+}
+
+// TestValidateDependsOnOnePass: a dependency cycle does not hide the other depends_on
+// problems of the configuration; every one is reported in one pass, each cycle once, and
+// a module placed by depends_on after a cycle member is not reported (its tier cannot be
+// known, the cycle is the problem).
+func TestValidateDependsOnOnePass(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Modules = append(cfg.Modules,
+		ModuleSpec{Name: "a", DependsOn: []string{"b"}},                               // 5: cycle a, b
+		ModuleSpec{Name: "b", DependsOn: []string{"a"}},                               // 6
+		ModuleSpec{Name: "after-a", DependsOn: []string{"a"}},                         // 7: derived from a cycle member
+		ModuleSpec{Name: "early", Tier: "knowledge", DependsOn: []string{"camera"}},   // 8: tier order
+		ModuleSpec{Name: "orphan", Tier: "planning", DependsOn: []string{"ghost"}},    // 9: unknown module
+		ModuleSpec{Name: "logger", DependsOn: []string{"actuator"}},                   // 10: past the last tier
+		ModuleSpec{Name: "selfish", Tier: "planning", DependsOn: []string{"selfish"}}, // 11: self cycle
+	)
+	_, ps := Validate(cfg)
+	var got []string
+	for _, p := range ps.Errors() {
+		got = append(got, p.String())
+	}
+	want := []string{
+		`modules[9].depends_on[0]: unknown module "ghost"`,
+		`modules[5].depends_on: dependency cycle: a -> b -> a`,
+		`modules[11].depends_on: dependency cycle: selfish -> selfish`,
+		`modules[8].depends_on: depends on a module in tier "perception", which does not run before tier "knowledge"`,
+		`modules[10].depends_on: needs tier index 5 but only 5 tiers are configured`,
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

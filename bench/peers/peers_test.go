@@ -156,3 +156,33 @@ func TestFloorRunsEveryModuleOnce(t *testing.T) {
 		t.Fatalf("%d modules ran, want %d", len(runs), len(spec.Modules))
 	}
 }
+
+// The harness's open-10% state: modules failing on every call from the first tick, with
+// breakers that open after 5 failed ticks, are refused by every peer from the sixth tick
+// on, and nothing is served for them (they never had a value).
+func TestPeersRefuseOpenBreakers(t *testing.T) {
+	var on atomic.Bool
+	on.Store(true)
+	spec := TrivialSpec(50, true, &on, FiveTiers(time.Second, 1, time.Millisecond, time.Millisecond, 5))
+	for name, c := range contenders(t, spec) {
+		ctx := context.Background()
+		for tick := 1; tick <= 7; tick++ {
+			if err := c.Tick(ctx); err != nil {
+				t.Fatal(name, err)
+			}
+			refused := 0
+			for _, ln := range c.Last().Lines {
+				if ln.Status == StatusOpen {
+					refused++
+					if ln.Source != SourceNone || ln.Attempts != 0 {
+						t.Errorf("%s tick %d: %s refused: %+v", name, tick, ln.Name, ln)
+					}
+				}
+			}
+			if want := map[bool]int{true: 5, false: 0}[tick > 5]; refused != want {
+				t.Errorf("%s tick %d: %d refused, want %d", name, tick, refused, want)
+			}
+		}
+		c.Close()
+	}
+}

@@ -22,7 +22,7 @@ Driven by the Go harness (bench/cmd/compare) over stdin/stdout, one JSON object 
 
 or run once from the command line:
 
-    python3 sketch.py tickcost --n 500 [--failing] [--min-ticks 20] [--max-time 1.0]
+    python3 sketch.py tickcost --n 500 [--failing | --open] [--min-ticks 20] [--max-time 1.0]
     python3 sketch.py deadline [--ticks 10] [--gap-ms 5]
 """
 
@@ -231,9 +231,10 @@ def five_tiers(budget, attempts, base, max_delay, threshold):
             for n in ("safety", "knowledge", "perception", "planning", "execution")]
 
 
-def trivial_engine(n, fail):
-    """n trivial modules over five tiers, as peers.TrivialSpec (cycle/bench_test.go)."""
-    tiers = five_tiers(1.0, 1, 0.001, 0.001, 1 << 30)
+def trivial_engine(n, fail, threshold=1 << 30):
+    """n trivial modules over five tiers, as peers.TrivialSpec (cycle/bench_test.go), with
+    breakers that open after `threshold` consecutive failed ticks (30 s cooldown)."""
+    tiers = five_tiers(1.0, 1, 0.001, 0.001, threshold)
     mods = []
     for i in range(n):
         tier = i % len(tiers)
@@ -244,10 +245,19 @@ def trivial_engine(n, fail):
     return Engine(tiers, mods)
 
 
-async def tickcost(n, failing_mods=False, warmup=4, min_ticks=20, max_ticks=20000, min_time=0.3, max_time=1.0):
-    """Per-tick wall times (µs) of back-to-back ticks with n trivial modules."""
-    eng = trivial_engine(n, failing_mods)
-    FAIL_ON[0] = False
+async def tickcost(n, failing_mods=False, warmup=4, min_ticks=20, max_ticks=20000, min_time=0.3, max_time=1.0,
+                   open_breakers=False, threshold=5):
+    """Per-tick wall times (µs) of back-to-back ticks with n trivial modules.
+
+    open_breakers: the failing modules fail from the first tick on (they never have a
+    value) and their breakers open after `threshold` failed ticks, during the warm-up, so
+    that the measured ticks refuse them (the harness's open-10% state)."""
+    if open_breakers:
+        eng = trivial_engine(n, True, threshold)
+        warmup = max(warmup, threshold + 1)
+    else:
+        eng = trivial_engine(n, failing_mods)
+    FAIL_ON[0] = open_breakers
     for _ in range(warmup):
         await eng.tick()
     FAIL_ON[0] = failing_mods
@@ -262,7 +272,8 @@ async def tickcost(n, failing_mods=False, warmup=4, min_ticks=20, max_ticks=2000
             break
     FAIL_ON[0] = False
     bad = sum(1 for m in s["modules"] if m["status"] != "ok")
-    return {"tick_us": out, "not_ok_last_tick": bad}
+    refused = sum(1 for m in s["modules"] if m["status"] == "open")
+    return {"tick_us": out, "not_ok_last_tick": bad, "open_last_tick": refused}
 
 
 def deadline_engine(hang, honour):
@@ -318,7 +329,8 @@ def dispatch(req):
     if cmd == "tickcost":
         return asyncio.run(tickcost(req["n"], req.get("failing", False), req.get("warmup", 4),
                                     req.get("min_ticks", 20), req.get("max_ticks", 20000),
-                                    req.get("min_time", 0.3), req.get("max_time", 1.0)))
+                                    req.get("min_time", 0.3), req.get("max_time", 1.0),
+                                    req.get("open", False), req.get("threshold", 5)))
     if cmd == "deadline":
         return asyncio.run(deadline(req.get("ticks", 10), req.get("gap_ms", 5.0), req.get("block", 0.5)))
     if cmd == "version":
@@ -346,6 +358,7 @@ def main():
     tc = sub.add_parser("tickcost")
     tc.add_argument("--n", type=int, default=500)
     tc.add_argument("--failing", action="store_true")
+    tc.add_argument("--open", action="store_true", help="the failing modules' breakers open during the warm-up")
     tc.add_argument("--min-ticks", type=int, default=20)
     tc.add_argument("--max-time", type=float, default=1.0)
     dl = sub.add_parser("deadline")
@@ -356,7 +369,8 @@ def main():
         serve()
         return
     if a.cmd == "tickcost":
-        out = dispatch({"cmd": "tickcost", "n": a.n, "failing": a.failing, "min_ticks": a.min_ticks, "max_time": a.max_time})
+        out = dispatch({"cmd": "tickcost", "n": a.n, "failing": a.failing or a.open, "open": a.open,
+                        "min_ticks": a.min_ticks, "max_time": a.max_time})
     else:
         out = dispatch({"cmd": "deadline", "ticks": a.ticks, "gap_ms": a.gap_ms})
     json.dump(out, sys.stdout)

@@ -125,6 +125,9 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	if err != nil {
 		log.Error("runtime registrations not restored", zap.Error(err))
 	}
+	if len(store.removedTemps) > 0 {
+		log.Info("removed temporary files of an interrupted save", zap.String("state_dir", cfg.StateDir), zap.Strings("files", store.removedTemps))
+	}
 	restore(engine, reloader, store, log)
 
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)

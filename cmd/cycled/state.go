@@ -42,6 +42,26 @@ type runtimeStore struct {
 	mu      sync.Mutex
 	modules []savedModule // in registration order; guarded by mu
 	broken  error         // non-nil: the file could not be read or moved aside; never written
+
+	removedTemps []string // temporary files of an interrupted save, removed at open
+}
+
+// removeStaleTemps removes the temporary files (modules.json.*.tmp) that a save
+// interrupted by a crash or kill -9 left in dir, and returns their names. Every one found
+// at start is stale: a state_dir belongs to one daemon, and this daemon has not saved
+// anything yet (see docs/decisions.md, "Hardening").
+func removeStaleTemps(dir string) []string {
+	found, _ := filepath.Glob(filepath.Join(dir, stateFile+".*.tmp")) // the pattern is valid
+	var removed []string
+	for _, f := range found {
+		if fi, err := os.Lstat(f); err != nil || !fi.Mode().IsRegular() {
+			continue // not a file this store writes
+		}
+		if os.Remove(f) == nil {
+			removed = append(removed, filepath.Base(f))
+		}
+	}
+	return removed
 }
 
 // stateVersion is the version of the state file's format.
@@ -60,6 +80,7 @@ func openStoreAt(dir string, now time.Time) (*runtimeStore, error) {
 	if dir == "" {
 		return s, nil
 	}
+	s.removedTemps = removeStaleTemps(dir)
 	path := filepath.Join(dir, stateFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {

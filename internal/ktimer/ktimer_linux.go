@@ -54,8 +54,8 @@ func (t *tfd) open(now func() time.Time) error {
 	// Raw system calls: neither can block, and an ordinary one tells the runtime that the
 	// thread entered a system call, which wakes the runtime's monitor thread if the process
 	// was idle — as it is when the timer has just woken it — and that thread then polls
-	// every 20 µs for a while (measured in a 100 Hz scheduler: about five more nanosleeps a
-	// tick, 1.5% more of a core; raw, the wait costs less CPU than a Go timer's).
+	// every 20 µs for a while, costing the scheduler CPU on every tick; raw, the wait costs
+	// less CPU than a Go timer's (BENCHMARKS.md, "Period keeping").
 	t.setf = func(fd uintptr) {
 		t.serr = nil
 		if _, _, e := unix.RawSyscall6(unix.SYS_TIMERFD_SETTIME, fd, unix.TFD_TIMER_ABSTIME, uintptr(unsafe.Pointer(&t.spec)), 0, 0, 0); e != 0 {
@@ -84,8 +84,7 @@ func (t *tfd) open(now func() time.Time) error {
 // CLOCK_MONOTONIC on Linux, so the pair holds for as long as the timer lives. The kernel's
 // reading is paired with the reading of now taken before it, so that a time armed for
 // expires never before it, and late by at most the gap between the two readings of now
-// around the kernel's; of five tries, the one with the least gap is kept (0.45–0.6 µs
-// on the machine of BENCHMARKS.md).
+// around the kernel's; of five tries, the one with the least gap is kept.
 func (t *tfd) calibrate(now func() time.Time) error {
 	best := time.Duration(-1)
 	for range 5 {
@@ -111,10 +110,8 @@ func (t *tfd) disarm() error {
 // monotonic reading: see time.Time), at once if at has passed. The kernel keeps the
 // absolute time, so a thread that gets to the system call late (the OS preempted it, or
 // the runtime its goroutine) does not make the timer late, as it would a relative arming:
-// traced under 64 long-polling HTTP clients on two vCPUs, 4 of 790 coarse ticks of a
-// 100 Hz daemon started 0.6–3.3 ms late because their grid wait had been armed to expire
-// 0.5–3.2 ms after the grid point (BENCHMARKS.md, "What moves the coarse start under
-// long-polling").
+// under long-polling HTTP clients, ticks started late by as much as their grid wait had
+// been armed late (BENCHMARKS.md, "What moves the coarse start under long-polling").
 func (t *tfd) armAt(at time.Time) error {
 	t.spec.Value = unix.NsecToTimespec(max(t.kbase+int64(at.Sub(t.base)), 1)) // 0 would disarm it
 	return t.settime()

@@ -4,7 +4,7 @@
 // section; the prose around them is kept).
 //
 // Sections: tickcost (µs, allocations and bytes per tick for 5…50 000 trivial modules,
-// clean and with 10% failing), deadline (overshoot of a 50 ms tier with a hung module),
+// clean, with 10% failing, and with 10% refused by their open breakers), deadline (overshoot of a 50 ms tier with a hung module),
 // period (start lag and missed grid points at 100 Hz and 1 kHz), memory (heap and RSS per
 // registered module), http (/ticks/latest under 64 connections against the daemon binary,
 // and the tick start lag idle versus under that load).

@@ -59,21 +59,21 @@ type costAgg struct {
 	engineOver float64
 }
 
-func aggCost(all []costSample, name string, n int, fail bool) (costAgg, bool) {
-	return aggCostOver(all, name, cEngine, n, fail)
+func aggCost(all []costSample, name string, n int, m costMode) (costAgg, bool) {
+	return aggCostOver(all, name, cEngine, n, m)
 }
 
 // aggCostOver is aggCost with the ratio taken to contender over instead of the engine.
-func aggCostOver(all []costSample, name, over string, n int, fail bool) (costAgg, bool) {
+func aggCostOver(all []costSample, name, over string, n int, m costMode) (costAgg, bool) {
 	var means, p99s, allocs, bytes, cpus, ticks, ratios []float64
 	byRep := map[int]costSample{}
 	for _, s := range all {
-		if s.N == n && s.Fail == fail && s.Contender == over {
+		if s.N == n && modeOf(s) == m && s.Contender == over {
 			byRep[s.Rep] = s
 		}
 	}
 	for _, s := range all {
-		if s.Contender != name || s.N != n || s.Fail != fail {
+		if s.Contender != name || s.N != n || modeOf(s) != m {
 			continue
 		}
 		means = append(means, s.MeanUs)
@@ -106,22 +106,26 @@ func costSizes(all []costSample) []int {
 
 func renderCost(r *results) string {
 	var b strings.Builder
-	names := []string{cEngine, cEnginePrecise, cFloor, cPlain, cFailsafe, cPython}
-	fmt.Fprintf(&b, "Five tiers, N trivial modules spread over them, tier budget 1 s, one attempt, breakers that never open, history of 16 summaries (A and B: the same ring). "+
+	names := []string{cEngine, cEnginePrecise, cEngineHistory, cFloor, cPlain, cFailsafe, cPython}
+	fmt.Fprintf(&b, "Five tiers, N trivial modules spread over them, tier budget 1 s, one attempt, breakers that never open (but in `open 10%%`), history of 16 summaries (A and B: the same ring). "+
 		"`fail 10%%`: every tenth module fails transiently on every tick (none in the safety tier), after warm-up ticks that stored a last-known-good value, so each failure "+
-		"takes the whole fault path: classification, breaker failure, stale last-good fallback, degraded key. Mean and p99 of back-to-back ticks in steady state (Go contenders: after a warm-up of at least 5 ticks and 0.25 s; C: 4 ticks, 1 from N = 5000 on); allocations and bytes from "+
+		"takes the whole fault path: classification, breaker failure, stale last-good fallback, degraded key. "+
+		"`open 10%%`: the same tenth of the modules fails on every call from the first tick on (it never had a value), with breakers that open after %d failed ticks "+
+		"(cooldown 30 s); the warm-up (at least %d ticks) opens them, so in steady state the breaker refuses every failing module each tick and nothing is served for it. "+
+		"`cycled history 1000` (N = %s) is `cycled` with the engine's default history of 1000 summaries instead of 16, after a warm-up of at least 1000 ticks: past the newest %d summaries "+
+		"the history keeps only the lines that are not plain successes, so a failing or refused module's line lives on in it. The three states of a size run one after another, in an order rotated per repetition. Mean and p99 of back-to-back ticks in steady state (Go contenders: after a warm-up of at least 5 ticks and 0.25 s; C: 4 ticks, 1 from N = 5000 on); allocations and bytes from "+
 		"`runtime.MemStats` around the measured ticks (the whole process); CPU µs/tick: the process's CPU time over the measured ticks (`getrusage`, all threads; C: not measured), "+
 		"what a contender's use of the second core costs. `cycled` runs with the default timing (`coarse`); `cycled precise` (N = %s) with `timing: precise`, whose hand-offs between engine and runners spin "+
-		"instead of waking a sleeping thread (README, `cycle.timing`). `floor` (clean, N = %s) is not a contender but a bound: cycled's own components doing a successful module's work "+
+		"instead of waking a sleeping thread (docs/operations.md, timing modes). `floor` (clean, N = %s) is not a contender but a bound: cycled's own components doing a successful module's work "+
 		"in a bare loop on one goroutine, without an engine (`bench/floor`; below, \"The floor\"). Medians over %d repetitions; the ratio column is the median of the per-repetition ratios of the means.\n\n",
-		joinInts(preciseCostSizes, ", "), joinInts(preciseCostSizes, ", "), r.Reps)
-	for _, fail := range []bool{false, true} {
-		fmt.Fprintf(&b, "**%s**\n\n", costMode(fail))
+		openThreshold, openThreshold+1, joinInts(preciseCostSizes, ", "), faultsummary.KeepWhole, joinInts(preciseCostSizes, ", "), joinInts(preciseCostSizes, ", "), r.Reps)
+	for _, m := range costModes {
+		fmt.Fprintf(&b, "**%s**\n\n", m)
 		b.WriteString("| N | contender | mean µs/tick | p99 µs/tick | CPU µs/tick | ns/module | allocs/tick | allocs/module | B/tick | reps × ticks | cycled ÷ this |\n")
 		b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, n := range costSizes(r.Cost) {
 			for _, name := range names {
-				a, ok := aggCost(r.Cost, name, n, fail)
+				a, ok := aggCost(r.Cost, name, n, m)
 				if !ok {
 					continue
 				}
@@ -138,31 +142,139 @@ func renderCost(r *results) string {
 	b.WriteString("**Ratios** (median of per-repetition ratios of mean tick cost)\n\n")
 	b.WriteString("| N | mode | cycled ÷ A (target ≤ 0.25) | B ÷ cycled (target ≥ 20 at 500) | C ÷ cycled (target ≥ 200 at 500) |\n|---:|---|---:|---:|---:|\n")
 	for _, n := range costSizes(r.Cost) {
-		for _, fail := range []bool{false, true} {
-			a, bb, c := peerRatios(r, cEngine, n, fail)
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", n, costMode(fail), a, bb, c)
-		}
-	}
-	if hasContender(r.Cost, cEnginePrecise) {
-		b.WriteString("\n**Ratios with precise timing** (`cycled precise` in place of `cycled`)\n\n")
-		b.WriteString("| N | mode | cycled precise ÷ A (target ≤ 0.25) | B ÷ cycled precise (target ≥ 20 at 500) | C ÷ cycled precise (target ≥ 200 at 500) | cycled precise ÷ cycled | its CPU ÷ cycled's |\n|---:|---|---:|---:|---:|---:|---:|\n")
-		for _, n := range costSizes(r.Cost) {
-			for _, fail := range []bool{false, true} {
-				p, ok := aggCost(r.Cost, cEnginePrecise, n, fail)
-				if !ok {
-					continue
-				}
-				a, bb, c := peerRatios(r, cEnginePrecise, n, fail)
-				e, _ := aggCost(r.Cost, cEngine, n, fail)
-				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", n, costMode(fail), a, bb, c, ratio(1/p.engineOver), ratio(p.cpu/e.cpu))
+		for _, m := range costModes {
+			if !slices.ContainsFunc(r.Cost, func(s costSample) bool { return s.N == n && modeOf(s) == m }) {
+				continue // a state not measured (an older run's results)
 			}
+			a, bb, c := peerRatios(r, cEngine, n, m)
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", n, m, a, bb, c)
 		}
 	}
+	b.WriteString(preciseTable(r))
+	b.WriteString(modeTable(r))
 	if hasContender(r.Cost, cFloor) {
 		b.WriteString(floorTable(r))
 	}
 	b.WriteString("\nC at N = 50 000 takes about 3 s per tick: it runs in the first repetition only, one warm-up tick and two measured ticks. " +
 		"At N = 50 000 the Go contenders measure at least 3 ticks within 1.2 s. C's allocations are not comparable and not measured (—).\n")
+	return b.String()
+}
+
+// openTarget is the bound on cycled's tick in the open-10% state, as a multiple of its
+// clean tick: a module its breaker refuses must cost no more than one that runs.
+const openTarget = 1.1
+
+// modeRatio is one contender's tick in a steady state against its own clean tick.
+type modeRatio struct {
+	// ratio is the median of the per-repetition ratios of the means (mode ÷ clean), p50
+	// that of the median ticks, and cpu that of the process's CPU time a tick (NaN where
+	// not measured).
+	ratio, p50, cpu float64
+	mode, clean     costAgg
+	// refused is the fewest modules refused by their breakers in a repetition's last tick.
+	refused int
+}
+
+// modeOverClean compares contender name's tick in mode m with its clean tick at n modules,
+// repetition by repetition; false if either was not measured.
+func modeOverClean(all []costSample, name string, n int, m costMode) (modeRatio, bool) {
+	var x modeRatio
+	var ok1, ok2 bool
+	if x.mode, ok1 = aggCost(all, name, n, m); !ok1 {
+		return x, false
+	}
+	if x.clean, ok2 = aggCost(all, name, n, modeClean); !ok2 {
+		return x, false
+	}
+	clean := map[int]costSample{}
+	for _, s := range all {
+		if s.Contender == name && s.N == n && modeOf(s) == modeClean {
+			clean[s.Rep] = s
+		}
+	}
+	var ratios, p50s, cpus []float64
+	x.refused = n
+	for _, s := range all {
+		if s.Contender != name || s.N != n || modeOf(s) != m {
+			continue
+		}
+		x.refused = min(x.refused, s.Refused)
+		if c, ok := clean[s.Rep]; ok {
+			ratios = append(ratios, s.MeanUs/c.MeanUs)
+			p50s = append(p50s, s.P50Us/c.P50Us)
+			cpus = append(cpus, float64(s.CPUUs/c.CPUUs))
+		}
+	}
+	if len(ratios) == 0 {
+		return x, false
+	}
+	x.ratio, x.p50, x.cpu = med(ratios), med(p50s), med(cpus)
+	return x, true
+}
+
+// failingModules is the number of modules of n that fail in the failing states (every
+// tenth: peers.TrivialSpec).
+func failingModules(n int) int {
+	k := 0
+	for i := range n {
+		if i%10 == 3 {
+			k++
+		}
+	}
+	return k
+}
+
+// modeTable is the tick-cost section's comparison of each contender's failing states with
+// its own clean tick; "n/a" where a contender was measured clean but not in that state.
+func modeTable(r *results) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n**Steady states against clean** (each contender's mean tick ÷ its own clean tick at the same N, median of the per-repetition ratios; "+
+		"target for cycled in `open 10%%`: ≤ %.1f× at N = %s; median tick and CPU: the same for the median tick and for the process's CPU time a tick, less moved by other processes on a shared machine; refused: the fewest modules whose breaker refused them in a repetition's last tick, of the failing ones)\n\n",
+		openTarget, joinInts(preciseCostSizes, " and "))
+	b.WriteString("| N | contender | fail 10% ÷ clean | open 10% ÷ clean | open 10% ÷ clean, median tick | open 10% ÷ clean, CPU | refused in open 10% |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	for _, n := range costSizes(r.Cost) {
+		for _, name := range []string{cEngine, cEnginePrecise, cEngineHistory, cPlain, cFailsafe, cPython} {
+			if _, ok := aggCost(r.Cost, name, n, modeClean); !ok {
+				continue
+			}
+			cell := func(m costMode, pick func(modeRatio) float64) string {
+				if x, ok := modeOverClean(r.Cost, name, n, m); ok {
+					return ratio(pick(x))
+				}
+				return "n/a"
+			}
+			mean := func(x modeRatio) float64 { return x.ratio }
+			refused := "n/a"
+			if x, ok := modeOverClean(r.Cost, name, n, modeOpen); ok {
+				refused = fmt.Sprintf("%d of %d", x.refused, failingModules(n))
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", n, name, cell(modeFail, mean), cell(modeOpen, mean),
+				cell(modeOpen, func(x modeRatio) float64 { return x.p50 }), cell(modeOpen, func(x modeRatio) float64 { return x.cpu }), refused)
+		}
+	}
+	return b.String()
+}
+
+// preciseTable is the tick-cost section's ratios of cycled with precise timing, or
+// nothing where it was not measured.
+func preciseTable(r *results) string {
+	if !hasContender(r.Cost, cEnginePrecise) {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n**Ratios with precise timing** (`cycled precise` in place of `cycled`)\n\n")
+	b.WriteString("| N | mode | cycled precise ÷ A (target ≤ 0.25) | B ÷ cycled precise (target ≥ 20 at 500) | C ÷ cycled precise (target ≥ 200 at 500) | cycled precise ÷ cycled | its CPU ÷ cycled's |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	for _, n := range costSizes(r.Cost) {
+		for _, m := range costModes {
+			p, ok := aggCost(r.Cost, cEnginePrecise, n, m)
+			if !ok {
+				continue
+			}
+			a, bb, c := peerRatios(r, cEnginePrecise, n, m)
+			e, _ := aggCost(r.Cost, cEngine, n, m)
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", n, m, a, bb, c, ratio(1/p.engineOver), ratio(p.cpu/e.cpu))
+		}
+	}
 	return b.String()
 }
 
@@ -175,13 +287,13 @@ func floorTable(r *results) string {
 		"on one core its tick takes at least this long, so C ÷ floor is the most it could reach against C in this run without sharing the modules out between cores.\n\n")
 	b.WriteString("| N | floor µs/tick | ns/module | cycled ÷ floor | cycled precise ÷ floor | C ÷ floor (target for cycled ≥ 200 at 500) |\n|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range costSizes(r.Cost) {
-		fl, ok := aggCostOver(r.Cost, cFloor, cFloor, n, false)
+		fl, ok := aggCostOver(r.Cost, cFloor, cFloor, n, modeClean)
 		if !ok {
 			continue
 		}
 		// this ÷ floor: aggCostOver's ratio is the floor's mean over this one's.
 		over := func(name string) string {
-			x, ok := aggCostOver(r.Cost, name, cFloor, n, false)
+			x, ok := aggCostOver(r.Cost, name, cFloor, n, modeClean)
 			if !ok || math.IsNaN(x.engineOver) { // not measured, or in no repetition the floor was
 				return "—"
 			}
@@ -393,60 +505,87 @@ func renderHTTP(r *results) string {
 	return b.String()
 }
 
+// tickCostTargets adds the tick-cost section's targets to a targets table through row: for
+// the default timing, then for precise timing where it was measured; then the open-10%
+// rows, also for the default history.
+func tickCostTargets(r *results, row func(target, measured string, ok bool)) {
+	for _, c := range []struct{ name, suffix string }{{cEngine, ""}, {cEnginePrecise, " (precise)"}} {
+		if hasContender(r.Cost, c.name) {
+			costTargets(r, c.name, c.suffix, row)
+		}
+	}
+	for _, c := range []struct{ name, suffix string }{{cEngine, ""}, {cEnginePrecise, " (precise)"}, {cEngineHistory, " (history 1000)"}} {
+		openTargets(r, c.name, c.suffix, row)
+	}
+}
+
+// deadlineTargets adds the deadline section's targets to a targets table through row.
+func deadlineTargets(r *results, row func(target, measured string, ok bool)) {
+	if p, ok := aggDeadline(r.Deadline, cEnginePrecise); ok {
+		row("deadline overshoot p99 ≤ 0.25 ms (precise)", fmt.Sprintf("%s ms", f(p.p99)), p.p99 <= 0.25)
+	}
+	if c, ok := aggDeadline(r.Deadline, cEngineCoarse); ok {
+		a, _ := aggDeadline(r.Deadline, cPlain)
+		row("deadline overshoot p99 (coarse) ≤ A's", fmt.Sprintf("%s ms vs A %s ms (%s × A, median of per-repetition ratios)", f(c.p99), f(a.p99), f(c.overA)), c.overA <= 1)
+	}
+	for _, name := range []string{cEngineCoarse, cEnginePrecise} {
+		if c, ok := aggDeadline(r.Deadline, name); ok {
+			row("every status right ("+name+")", fmt.Sprintf("%d of %d ticks wrong", c.wrong, c.ticks), c.wrong == 0)
+		}
+	}
+}
+
+// openTargets adds the open-10% rows of engine contender name (suffix: how its rows are
+// told apart) to a targets table through row: its tick against its own clean tick.
+func openTargets(r *results, name, suffix string, row func(target, measured string, ok bool)) {
+	for _, n := range []int{5000, 500} {
+		if x, ok := modeOverClean(r.Cost, name, n, modeOpen); ok {
+			row(fmt.Sprintf("tick cost N=%d open 10%% ≤ %.1f × clean%s", n, openTarget, suffix),
+				fmt.Sprintf("%.3f × clean (%s µs vs %s µs; median tick %s ×, CPU time %s ×)", x.ratio, f(x.mode.mean), f(x.clean.mean), f(x.p50), f(x.cpu)),
+				x.ratio <= openTarget)
+		}
+	}
+}
+
+// costTargets adds the tick-cost targets of engine contender name (suffix: how its rows
+// are told apart) to a targets table through row.
+func costTargets(r *results, name, suffix string, row func(target, measured string, ok bool)) {
+	for _, n := range []int{5000, 500} {
+		for _, m := range []costMode{modeClean, modeFail} {
+			mode := m.String()
+			a, ok := aggCostOver(r.Cost, cPlain, name, n, m)
+			e, ok2 := aggCost(r.Cost, name, n, m)
+			if !ok || !ok2 {
+				continue
+			}
+			row(fmt.Sprintf("tick cost N=%d %s ≤ 0.25 × A%s", n, mode, suffix),
+				fmt.Sprintf("%s × A (%s µs vs %s µs)", f(a.engineOver), f(e.mean), f(a.mean)), a.engineOver <= 0.25)
+			if name == cEngine {
+				row(fmt.Sprintf("≤ 1 alloc/module/tick, N=%d %s", n, mode), fmt.Sprintf("%s allocs/module (%s allocs/tick)", f(e.allocs/float64(n)), f(e.allocs)), e.allocs/float64(n) <= 1)
+			}
+		}
+	}
+	if a, ok := aggCostOver(r.Cost, cFailsafe, name, 500, modeClean); ok {
+		// One decimal: a ratio judged against a bound must not round onto it (19.6 read "20×, missed").
+		row("≥ 20× cheaper than B at N=500"+suffix, fmt.Sprintf("B ÷ %s = %.1f×", name, 1/a.engineOver), 1/a.engineOver >= 20)
+	}
+	if a, ok := aggCostOver(r.Cost, cPython, name, 500, modeClean); ok {
+		m := fmt.Sprintf("C ÷ %s = %.1f×", name, 1/a.engineOver)
+		if fl, ok := aggCostOver(r.Cost, cPython, cFloor, 500, modeClean); ok && !math.IsNaN(fl.engineOver) {
+			m += fmt.Sprintf(" (C ÷ floor = %.1f×: the components alone on one core, without an engine)", 1/fl.engineOver)
+		}
+		row("≥ 200× cheaper than C at N=500"+suffix, m, 1/a.engineOver >= 200)
+	}
+}
+
 func renderTargets(r *results) string {
 	var b strings.Builder
 	b.WriteString("| target | measured | verdict |\n|---|---|---|\n")
 	row := func(target, measured string, ok bool) {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", target, measured, metStr(ok))
 	}
-	if len(r.Cost) > 0 {
-		// The targets for the default timing, then for precise timing where it was measured.
-		for _, c := range []struct{ name, suffix string }{{cEngine, ""}, {cEnginePrecise, " (precise)"}} {
-			if !hasContender(r.Cost, c.name) {
-				continue
-			}
-			for _, n := range []int{5000, 500} {
-				for _, fail := range []bool{false, true} {
-					mode := costMode(fail)
-					a, ok := aggCostOver(r.Cost, cPlain, c.name, n, fail)
-					e, ok2 := aggCost(r.Cost, c.name, n, fail)
-					if !ok || !ok2 {
-						continue
-					}
-					row(fmt.Sprintf("tick cost N=%d %s ≤ 0.25 × A%s", n, mode, c.suffix),
-						fmt.Sprintf("%s × A (%s µs vs %s µs)", f(a.engineOver), f(e.mean), f(a.mean)), a.engineOver <= 0.25)
-					if c.name == cEngine {
-						row(fmt.Sprintf("≤ 1 alloc/module/tick, N=%d %s", n, mode), fmt.Sprintf("%s allocs/module (%s allocs/tick)", f(e.allocs/float64(n)), f(e.allocs)), e.allocs/float64(n) <= 1)
-					}
-				}
-			}
-			if a, ok := aggCostOver(r.Cost, cFailsafe, c.name, 500, false); ok {
-				// One decimal: a ratio judged against a bound must not round onto it (19.6 read "20×, missed").
-				row("≥ 20× cheaper than B at N=500"+c.suffix, fmt.Sprintf("B ÷ %s = %.1f×", c.name, 1/a.engineOver), 1/a.engineOver >= 20)
-			}
-			if a, ok := aggCostOver(r.Cost, cPython, c.name, 500, false); ok {
-				m := fmt.Sprintf("C ÷ %s = %.1f×", c.name, 1/a.engineOver)
-				if fl, ok := aggCostOver(r.Cost, cPython, cFloor, 500, false); ok && !math.IsNaN(fl.engineOver) {
-					m += fmt.Sprintf(" (C ÷ floor = %.1f×: the components alone on one core, without an engine)", 1/fl.engineOver)
-				}
-				row("≥ 200× cheaper than C at N=500"+c.suffix, m, 1/a.engineOver >= 200)
-			}
-		}
-	}
-	if len(r.Deadline) > 0 {
-		if p, ok := aggDeadline(r.Deadline, cEnginePrecise); ok {
-			row("deadline overshoot p99 ≤ 0.25 ms (precise)", fmt.Sprintf("%s ms", f(p.p99)), p.p99 <= 0.25)
-		}
-		if c, ok := aggDeadline(r.Deadline, cEngineCoarse); ok {
-			a, _ := aggDeadline(r.Deadline, cPlain)
-			row("deadline overshoot p99 (coarse) ≤ A's", fmt.Sprintf("%s ms vs A %s ms (%s × A, median of per-repetition ratios)", f(c.p99), f(a.p99), f(c.overA)), c.overA <= 1)
-		}
-		for _, name := range []string{cEngineCoarse, cEnginePrecise} {
-			if c, ok := aggDeadline(r.Deadline, name); ok {
-				row("every status right ("+name+")", fmt.Sprintf("%d of %d ticks wrong", c.wrong, c.ticks), c.wrong == 0)
-			}
-		}
-	}
+	tickCostTargets(r, row)
+	deadlineTargets(r, row)
 	// The period targets, for precise timing as configured by default and in a process
 	// limited to one P.
 	for _, pc := range []struct{ cont, mode string }{{"precise", "precise"}, {preciseOneP, "precise, GOMAXPROCS 1"}} {
@@ -599,19 +738,11 @@ func joinInts(xs []int, sep string) string {
 	return strings.Join(parts, sep)
 }
 
-// costMode names a tick-cost case: clean, or with a tenth of the modules failing.
-func costMode(fail bool) string {
-	if fail {
-		return "fail 10%"
-	}
-	return "clean"
-}
-
 // peerRatios returns the cells of a ratio row for engine contender eng: eng ÷ A, B ÷ eng and
 // C ÷ eng, medians of the per-repetition ratios ("—" where a peer was not measured).
-func peerRatios(r *results, eng string, n int, fail bool) (a, b, c string) {
+func peerRatios(r *results, eng string, n int, m costMode) (a, b, c string) {
 	cell := func(name string, invert bool) string {
-		x, ok := aggCostOver(r.Cost, name, eng, n, fail)
+		x, ok := aggCostOver(r.Cost, name, eng, n, m)
 		if !ok {
 			return "—"
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -218,5 +219,67 @@ func TestFloorRatios(t *testing.T) {
 	table := renderCost(&r)
 	if want := "| 500 | 80.0 | 160.0 | 1.50× | 1.25× | 225× |"; !strings.Contains(table, want) { // medians: the second repetition
 		t.Errorf("no floor row %q in\n%s", want, table)
+	}
+}
+
+// TestOpenTarget: the open-10% row judges cycled's tick in that state against its own
+// clean tick, the median of the per-repetition ratios, bound included, for each timing
+// measured; fail-10% samples stay out of it (and open-10% samples out of the fail-10%
+// rows); the section compares every contender's states with its clean tick, n/a where a
+// state was not measured, and shows how many modules the breakers refused.
+func TestOpenTarget(t *testing.T) {
+	var cost []costSample
+	add := func(name string, n, rep int, m costMode, mean float64, refused int) {
+		s := costSample{Contender: name, N: n, Rep: rep, MeanUs: mean, P50Us: 100, CPUUs: jfloat(mean * 1.5), Refused: refused}
+		if name == cPython {
+			s.CPUUs = jfloat(math.NaN())
+		}
+		m.mark(&s)
+		cost = append(cost, s)
+	}
+	for rep, k := range []float64{1, 2, 1} { // repetition 2 twice as slow: only ratios inside a repetition hold
+		add(cEngine, 500, rep+1, modeClean, 100*k, 0)
+		add(cEngine, 500, rep+1, modeFail, 500*k, 0) // would miss the bound if taken for open
+		add(cEngine, 500, rep+1, modeOpen, []float64{110, 120, 105}[rep]*k, 50)
+		add(cEngine, 5000, rep+1, modeClean, 1000*k, 0)
+		add(cEngine, 5000, rep+1, modeOpen, 1500*k, 500)
+		add(cEnginePrecise, 500, rep+1, modeClean, 80*k, 0)
+		add(cEnginePrecise, 500, rep+1, modeOpen, 96*k, 50)
+		add(cEngineHistory, 500, rep+1, modeClean, 120*k, 0)
+		add(cEngineHistory, 500, rep+1, modeOpen, 180*k, 50)
+		add(cPlain, 500, rep+1, modeClean, 400*k, 0)
+		add(cPlain, 500, rep+1, modeFail, 440*k, 0)
+		add(cPlain, 500, rep+1, modeOpen, 360*k, 50-rep) // fewest refused: 48
+		add(cPython, 500, rep+1, modeClean, 8000*k, 0)
+	}
+	rows := targetCells(&results{Cost: cost})
+	for target, want := range map[string]string{
+		// 1.10, 1.20, 1.05: median 1.10, at the bound.
+		"tick cost N=500 open 10% ≤ 1.1 × clean":                "1.100 × clean (110.0 µs vs 100.0 µs; median tick 1.00 ×, CPU time 1.10 ×) | **met**",
+		"tick cost N=5000 open 10% ≤ 1.1 × clean":               "1.500 × clean (1500 µs vs 1000 µs; median tick 1.00 ×, CPU time 1.50 ×) | **missed**",
+		"tick cost N=500 open 10% ≤ 1.1 × clean (precise)":      "1.200 × clean (96.0 µs vs 80.0 µs; median tick 1.00 ×, CPU time 1.20 ×) | **missed**",
+		"tick cost N=500 fail 10% ≤ 0.25 × A":                   "1.14 × A (500.0 µs vs 440.0 µs) | **missed**",
+		"≤ 1 alloc/module/tick, N=500 fail 10%":                 "0 allocs/module (0 allocs/tick) | **met**",
+		"tick cost N=500 clean ≤ 0.25 × A":                      "0.250 × A (100.0 µs vs 400.0 µs) | **met**",
+		"tick cost N=5000 open 10% ≤ 1.1 × clean (precise)":     "",
+		"tick cost N=500 open 10% ≤ 1.1 × clean (history 1000)": "1.500 × clean (180.0 µs vs 120.0 µs; median tick 1.00 ×, CPU time 1.50 ×) | **missed**",
+		"tick cost N=500 clean ≤ 0.25 × A (history 1000)":       "", // judged for the default history only
+	} {
+		if got := rows[target]; got != want {
+			t.Errorf("%s: %q, want %q", target, got, want)
+		}
+	}
+	section := renderCost(&results{Cost: cost, Reps: 3})
+	for _, want := range []string{
+		"| 500 | cycled | 5.00× | 1.10× | 1.00× | 1.10× | 50 of 50 |\n",
+		"| 500 | A plain Go | 1.10× | 0.90× | 1.00× | 0.90× | 48 of 50 |\n",
+		"| 500 | cycled history 1000 | n/a | 1.50× | 1.00× | 1.50× | 50 of 50 |\n",
+		"| 500 | C asyncio | n/a | n/a | n/a | n/a | n/a |\n",
+		"| 5000 | cycled | n/a | 1.50× | 1.00× | 1.50× | 500 of 500 |\n",
+		"| 500 | open 10% | 0.31× | — | — |\n", // cycled ÷ A in the ratios table
+	} {
+		if !strings.Contains(section, want) {
+			t.Errorf("tick-cost section lacks %q:\n%s", want, section)
+		}
 	}
 }

@@ -66,33 +66,8 @@ func startDaemon(bin, cfg string) (*daemon, error) {
 	addr := make(chan string, 1)
 	var readers sync.WaitGroup
 	readers.Add(2)
-	go func() {
-		defer readers.Done()
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				select {
-				case addr <- a:
-				default:
-				}
-			}
-		}
-	}()
-	go func() {
-		defer readers.Done()
-		r := bufio.NewReader(stderr)
-		for {
-			line, err := r.ReadString('\n')
-			if line != "" {
-				d.mu.Lock()
-				d.stderr = append(d.stderr, strings.TrimRight(line, "\n"))
-				d.mu.Unlock()
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
+	go func() { defer readers.Done(); readListening(stdout, addr) }()
+	go func() { defer readers.Done(); d.readLog(stderr) }()
 	go func() {
 		readers.Wait() // Wait must follow the reads of the pipes
 		d.err = cmd.Wait()
@@ -106,6 +81,36 @@ func startDaemon(bin, cfg string) (*daemon, error) {
 	case <-time.After(20 * time.Second):
 		d.kill()
 		return nil, fmt.Errorf("no \"listening on\" line within 20 s:\n%s", d.tail(40))
+	}
+}
+
+// readListening reads the daemon's stdout to its end and sends the address of its
+// "listening on" line to addr (one, without waiting).
+func readListening(stdout io.Reader, addr chan<- string) {
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+			select {
+			case addr <- a:
+			default:
+			}
+		}
+	}
+}
+
+// readLog keeps the lines of the daemon's stderr (its log) until its end.
+func (d *daemon) readLog(stderr io.Reader) {
+	r := bufio.NewReader(stderr)
+	for {
+		line, err := r.ReadString('\n')
+		if line != "" {
+			d.mu.Lock()
+			d.stderr = append(d.stderr, strings.TrimRight(line, "\n"))
+			d.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
 	}
 }
 

@@ -22,6 +22,17 @@ type remote struct {
 	rng       *rand.Rand
 
 	requests atomic.Int64
+
+	auth, query   string       // what every request must carry (setAuth)
+	attackerCalls atomic.Int64 // requests to /attacker: a hostile registration was admitted
+	badAuth       atomic.Int64 // module requests without auth and query
+}
+
+// setAuth sets the Authorization header and the query every module request must carry.
+func (r *remote) setAuth(auth, query string) {
+	r.mu.Lock()
+	r.auth, r.query = auth, query
+	r.mu.Unlock()
 }
 
 // remoteBehaviours are the behaviours of remote modules.
@@ -49,10 +60,16 @@ func (r *remote) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 	_ = json.Unmarshal(body, &in)
+	if req.URL.Path == "/attacker" {
+		r.attackerCalls.Add(1)
+	}
 	name := strings.TrimPrefix(req.URL.Path, "/m/")
 	r.mu.Lock()
 	b := r.behaviour[name]
 	u := r.rng.Float64()
+	if r.auth != "" && (req.Header.Get("Authorization") != r.auth || req.URL.RawQuery != r.query) {
+		r.badAuth.Add(1)
+	}
 	r.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch {

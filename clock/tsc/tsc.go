@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Calibration spans: the first rate is measured over firstSpan after the anchor, each
-// later one over spanGrowth times the last, until a span reaches lastSpan.
+// Calibration spans: the first rate is taken over firstSpan after the anchor, each later
+// one over spanGrowth times the last, until a span reaches lastSpan.
 const (
 	firstSpan  = 100 * time.Millisecond
 	spanGrowth = 10
@@ -19,12 +19,12 @@ const (
 	pairTries  = 4
 )
 
-// rate is a calibration: the anchor pair, the rate measured so far and when to measure
-// it again. It is replaced whole, never written in place.
+// rate is a calibration: the anchor pair, the rate found so far and when to calibrate
+// again. It is replaced whole, never written in place.
 type rate struct {
 	at    time.Time // the anchor's clock reading (with its monotonic reading)
 	c     uint64    // the counter at the anchor
-	nsPer float64   // nanoseconds per count; 0: not measured yet
+	nsPer float64   // nanoseconds per count; 0: not calibrated yet
 	next  time.Duration
 }
 
@@ -46,8 +46,8 @@ func New(read func() uint64, now func() time.Time) *Calibrator {
 // Sample reads the counter for a time t just read from the clock. It returns the counter,
 // or 0 until the rate is known (callers then time the interval with the clock). It feeds
 // the calibration when t is far enough from the anchor, after reading the counter: the
-// reading goes with t, and the calibration may take a while (165 µs measured for the
-// first one; a reading taken after it put every time chained from t that much early).
+// reading goes with t, and the calibration may take a while (a reading taken after it
+// would put every time chained from t that much early).
 func (k *Calibrator) Sample(t time.Time) uint64 {
 	c := k.read()
 	r := k.r.Load()

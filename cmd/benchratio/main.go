@@ -2,7 +2,7 @@
 // markdown table of BENCHMARKS.md: for every case that both an engine benchmark and its
 // baseline ran, the median of each metric and the median of the per-repetition ratios.
 //
-// Usage: go test -run '^$' -bench 'Tick|Baseline' -benchmem -count 5 ./cycle | go run ./internal/benchratio
+// Usage: go test -run '^$' -bench 'Tick|Baseline' -benchmem -count 5 ./cycle | go run ./cmd/benchratio
 package main
 
 import (

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -65,6 +66,13 @@ func (b *book) addRuntime(name string, body []byte) {
 	b.mu.Lock()
 	b.runtime[name] = body
 	b.mu.Unlock()
+}
+
+// runtimeNames returns the names of the modules ever registered at runtime.
+func (b *book) runtimeNames() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Sorted(maps.Keys(b.runtime))
 }
 
 // configFor returns the checker configuration of the engine that produced s: the variant
@@ -248,6 +256,8 @@ func (f *feed) stream(ctx context.Context) {
 	}
 }
 
+// readStream reads one connection to the SSE stream, resuming after lastID, until it
+// breaks or ctx ends; every tick event is handed to the checker.
 func (f *feed) readStream(ctx context.Context, lastID *string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.c.base+"/ticks/stream", nil)
 	if err != nil {
@@ -275,25 +285,8 @@ func (f *feed) readStream(ctx context.Context, lastID *string) error {
 		line = bytes.TrimRight(line, "\r\n")
 		switch {
 		case len(line) == 0:
-			if event == "tick" && len(data) > 0 {
-				s := new(faultsummary.Summary)
-				if err := json.Unmarshal(data, s); err != nil {
-					f.errorf("stream: undecodable tick event %s: %v", id, err)
-				} else {
-					*lastID = id
-					f.mu.Lock()
-					f.sseTicks++
-					f.mu.Unlock()
-					select {
-					case f.ch <- s:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-			} else if event == "breaker" && bytes.Contains(data, []byte(`"to":"open"`)) {
-				f.mu.Lock()
-				f.breakerOpens++
-				f.mu.Unlock()
+			if err := f.dispatch(ctx, event, id, data, lastID); err != nil {
+				return err
 			}
 			event, id, data = "", "", data[:0]
 		case bytes.HasPrefix(line, []byte(": skipped")):
@@ -308,6 +301,33 @@ func (f *feed) readStream(ctx context.Context, lastID *string) error {
 			data = append(data, line[6:]...)
 		}
 	}
+}
+
+// dispatch takes one event of the stream: a tick goes to f.ch (and its id to lastID), an
+// opened breaker is counted. It fails only when ctx ends.
+func (f *feed) dispatch(ctx context.Context, event, id string, data []byte, lastID *string) error {
+	switch {
+	case event == "tick" && len(data) > 0:
+		s := new(faultsummary.Summary)
+		if err := json.Unmarshal(data, s); err != nil {
+			f.errorf("stream: undecodable tick event %s: %v", id, err)
+			return nil
+		}
+		*lastID = id
+		f.mu.Lock()
+		f.sseTicks++
+		f.mu.Unlock()
+		select {
+		case f.ch <- s:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case event == "breaker" && bytes.Contains(data, []byte(`"to":"open"`)):
+		f.mu.Lock()
+		f.breakerOpens++
+		f.mu.Unlock()
+	}
+	return nil
 }
 
 // run checks the summaries of f.ch in order until ctx ends.

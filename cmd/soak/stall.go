@@ -16,7 +16,7 @@ import (
 // tens of milliseconds at a time, the daemon included: a tier then overruns its budget
 // without any fault of the engine. The soak measures such stalls independently with a
 // probe (a thread that sleeps 1 ms in a loop and records every wake-up late by more than
-// stallMin), and a tier_budget violation in a tick overlapping a measured stall is
+// stallMin), and a tier_budget violation in a tick overlapping a stall it recorded is
 // reported as excused by the host, not as a failure. On an idle machine (CI) there are no
 // stalls and nothing is excused; the report says how many were.
 
@@ -73,7 +73,7 @@ type violation struct {
 }
 
 // split separates the violations the host explains (tier_budget in a tick that overlaps a
-// measured stall) from the others.
+// stall the probe recorded) from the others.
 func (p *stallProbe) split(vs []violation) (real, excused []violation) {
 	for _, v := range vs {
 		if v.Rule == check.RuleTierBudget && p.during(v.started, v.finished) {

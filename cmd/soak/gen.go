@@ -8,12 +8,12 @@ import (
 // The generated configuration.
 //
 // Five seed tiers whose budgets add up to 9 ms, so that a tick in which every tier runs to
-// its deadline still fits in the 10 ms period; what does not fit (scheduling jitter, GC)
+// its deadline still fits in the period of 10 ms; what does not fit (scheduling jitter, GC)
 // is an overrun, handled by overrun: skip and recorded in the summary. Half the modules of
-// tiers 1-4 wait 20-200 µs per attempt (in practice about 1.1 ms: Go's timers do not wake
-// an idle process sooner), the others and the safety modules return at once, so that
-// emergencies come from the injected safety faults; injected latency spikes (2-6 ms) and
-// hangs (50-400 ms, ignoring the context) blow through the budgets on purpose.
+// tiers 1-4 wait 20-200 µs on each attempt (in practice longer: Go's timers do not wake
+// an idle process within a millisecond), the others and the safety modules return at
+// once, so that emergencies come from the injected safety faults; injected latency spikes
+// (2-6 ms) and hangs (50-400 ms, ignoring the context) blow through the budgets on purpose.
 //
 // Two valid variants alternate on reload. They differ in visible ways only: the budgets
 // of knowledge and perception, and a marker module (cfg_a or cfg_b) in the execution
@@ -47,99 +47,65 @@ type module struct {
 
 // modules returns the configured modules of every variant (the marker excepted).
 func genModules() []module {
-	var out []module
-	add := func(tier int, name string, injectable bool, fields ...string) {
-		y := fmt.Sprintf("{name: %s, tier: %s", name, tierNames[tier])
-		for _, f := range fields {
-			if f != "" {
-				y += ", " + f
-			}
-		}
-		out = append(out, module{name: name, tier: tier, yaml: y + "}", injectable: injectable})
+	out := []module{
+		// Safety: fail closed; only s_flaky is made to fail, in episodes.
+		newModule(0, "s_guard", false, "priority: 10", "builtin: {value: {clear: true}}"),
+		newModule(0, "s_battery", false, "builtin: {value: {charge: 0.8}}"),
+		newModule(0, safetyFlaky, false, "ttl: 200ms", "builtin: {value: {ok: true}}"),
+		newModule(0, "s_watch", false, "every: 2", "builtin: {value: 1}"),
+		newModule(0, "s_estop", false, "emergency: true", "builtin: {value: {command: stop}}"),
 	}
-	ttls := []string{"ttl: 100ms", "ttl: 300ms", "ttl: 1s", "ttl: auto", ""}
-	lat := func(i int) string {
+	vs := "breaker: vector-store"
+	out = append(out, tierModules(1, "k", 0, map[int][]string{
+		0: {vs}, 1: {vs}, 2: {vs, "reads: [s_guard.result]"}, 3: {vs, "on_open: fail"},
+		5: {"policy: fail_fast"}, 6: {"reads: [s_guard.result]"}, 9: {"every: 3"},
+	}, map[int]string{7: "fail_attempts: 1"})...) // k_07 is always retried once
+	gp := "breaker: gpu-pool"
+	out = append(out, tierModules(2, "p", 1, map[int][]string{
+		0: {gp}, 1: {gp}, 2: {gp}, 3: {"reads: [k_00.result, k_01.result]"},
+		4: {"every: 2"}, 7: {"reads: [k_00.result, k_01.result]"}, 8: {"every: 5"},
+	}, map[int]string{6: "fail_rate: 0.02"})...) // p_06 is background noise
+	out = append(out, tierModules(3, "q", 2, map[int][]string{
+		3: {"reads: [p_00.result, k_00.result]"}, 5: {"idempotent: false", "max_attempts: 1"},
+		7: {"every: 10"}, 10: {"policy: abort"},
+	}, nil)...)
+	out = append(out, tierModules(4, "e", 3, map[int][]string{
+		0: {"reads: [q_00.result]"}, 5: {"every: 4"},
+	}, nil)...)
+	return out
+}
+
+// soakTTLs rotate over the modules of tiers 1-4 ("": the default TTL).
+var soakTTLs = []string{"ttl: 100ms", "ttl: 300ms", "ttl: 1s", "ttl: auto", ""}
+
+// newModule returns the module name in tier with the flow-mapping fields given.
+func newModule(tier int, name string, injectable bool, fields ...string) module {
+	y := fmt.Sprintf("{name: %s, tier: %s", name, tierNames[tier])
+	for _, f := range fields {
+		if f != "" {
+			y += ", " + f
+		}
+	}
+	return module{name: name, tier: tier, yaml: y + "}", injectable: injectable}
+}
+
+// tierModules returns the eleven injectable modules of a tier after safety: prefix_00 to
+// prefix_10, whose value is {prefix: i}, whose TTLs rotate from shift, with the fields of
+// extra[i] and the builtin fields more[i]. Every even module waits 20-200 µs.
+func tierModules(tier int, prefix string, shift int, extra map[int][]string, more map[int]string) []module {
+	out := make([]module, 0, 11)
+	for i := range 11 {
+		f := append([]string{soakTTLs[(i+shift)%len(soakTTLs)]}, extra[i]...)
+		lat := "latency: 0s"
 		if i%2 == 0 {
-			return "latency: 20us-200us"
+			lat = "latency: 20us-200us"
 		}
-		return "latency: 0s"
-	}
-
-	// Safety: fail closed; only s_flaky is made to fail, in episodes.
-	add(0, "s_guard", false, "priority: 10", "builtin: {value: {clear: true}}")
-	add(0, "s_battery", false, "builtin: {value: {charge: 0.8}}")
-	add(0, safetyFlaky, false, "ttl: 200ms", "builtin: {value: {ok: true}}")
-	add(0, "s_watch", false, "every: 2", "builtin: {value: 1}")
-	add(0, "s_estop", false, "emergency: true", "builtin: {value: {command: stop}}")
-
-	for i := range 11 {
-		f := []string{ttls[i%len(ttls)]}
-		if i < 4 {
-			f = append(f, "breaker: vector-store")
-			if i == 3 {
-				f = append(f, "on_open: fail")
-			}
-		}
-		switch i {
-		case 5:
-			f = append(f, "policy: fail_fast")
-		case 9:
-			f = append(f, "every: 3")
-		case 2, 6:
-			f = append(f, "reads: [s_guard.result]")
-		}
-		b := fmt.Sprintf("builtin: {value: {k: %d}, %s", i, lat(i))
-		if i == 7 {
-			b += ", fail_attempts: 1" // always retried once
+		b := fmt.Sprintf("builtin: {value: {%s: %d}, %s", prefix, i, lat)
+		if m := more[i]; m != "" {
+			b += ", " + m
 		}
 		f = append(f, b+"}")
-		add(1, fmt.Sprintf("k_%02d", i), true, f...)
-	}
-	for i := range 11 {
-		f := []string{ttls[(i+1)%len(ttls)]}
-		if i < 3 {
-			f = append(f, "breaker: gpu-pool")
-		}
-		switch i {
-		case 4:
-			f = append(f, "every: 2")
-		case 8:
-			f = append(f, "every: 5")
-		case 3, 7:
-			f = append(f, "reads: [k_00.result, k_01.result]")
-		}
-		b := fmt.Sprintf("builtin: {value: {p: %d}, %s", i, lat(i))
-		if i == 6 {
-			b += ", fail_rate: 0.02" // background noise
-		}
-		f = append(f, b+"}")
-		add(2, fmt.Sprintf("p_%02d", i), true, f...)
-	}
-	for i := range 11 {
-		f := []string{ttls[(i+2)%len(ttls)]}
-		switch i {
-		case 10:
-			f = append(f, "policy: abort")
-		case 3:
-			f = append(f, "reads: [p_00.result, k_00.result]")
-		case 5:
-			f = append(f, "idempotent: false", "max_attempts: 1")
-		case 7:
-			f = append(f, "every: 10")
-		}
-		f = append(f, fmt.Sprintf("builtin: {value: {q: %d}, %s}", i, lat(i)))
-		add(3, fmt.Sprintf("q_%02d", i), true, f...)
-	}
-	for i := range 11 {
-		f := []string{ttls[(i+3)%len(ttls)]}
-		switch i {
-		case 0:
-			f = append(f, "reads: [q_00.result]")
-		case 5:
-			f = append(f, "every: 4")
-		}
-		f = append(f, fmt.Sprintf("builtin: {value: {e: %d}, %s}", i, lat(i)))
-		add(4, fmt.Sprintf("e_%02d", i), true, f...)
+		out = append(out, newModule(tier, fmt.Sprintf("%s_%02d", prefix, i), true, f...))
 	}
 	return out
 }
@@ -154,7 +120,7 @@ type settings struct {
 // render returns the YAML of variant v.
 func render(v variant, mods []module, s settings) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# generated by internal/soak: variant %s\n", v.name)
+	fmt.Fprintf(&b, "# generated by cmd/soak: variant %s\n", v.name)
 	fmt.Fprintf(&b, "cycle: {period: 10ms, overrun: skip, history: %d}\n", s.history)
 	b.WriteString("backoff: {base: 200us, factor: 2, max: 1ms, jitter: 0.2}\n")
 	b.WriteString("emergency: {latch: false, recover_after: 3}\n")

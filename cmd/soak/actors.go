@@ -35,6 +35,12 @@ type soak struct {
 	httpKind bool // remote modules are registered as kind http (false: builtin fallback)
 	kindNote string
 
+	secret      string   // in the URL query and Authorization header of every remote module
+	hostile     *hostile // nil: the hostile actors do not run (see hostileNote)
+	hostileNote string
+	tokenless   *daemon  // a second daemon without a token, target of rebinder
+	rebind      *hostile // the hostile client of tokenless
+
 	knownIssues map[string]string // key → last message
 }
 
@@ -369,7 +375,8 @@ func (s *soak) remoteBody(name, tier string, httpKind bool, r *rand.Rand) []byte
 	var m map[string]any
 	if httpKind {
 		m = map[string]any{"name": name, "tier": tier, "kind": "http", "ttl": "300ms",
-			"http": map[string]any{"url": s.remote.url(name)}}
+			"http": map[string]any{"url": s.remote.url(name) + "?" + s.secretQuery(),
+				"headers": map[string]any{"Authorization": s.secretHeader()}}}
 	} else {
 		m = map[string]any{"name": name, "tier": tier, "ttl": "300ms",
 			"builtin": map[string]any{"value": map[string]any{"remote": name}, "latency": "20us-300us",

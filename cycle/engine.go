@@ -165,7 +165,6 @@ type modRT struct {
 	bslot   *blackboard.Slot
 	lslot   *lastgood.Slot
 	policy  decide.Policy // what the verdict on its outcome looks at
-	inst    instance      // the identity of mod
 }
 
 // instance is the identity of a module implementation: the two words of its interface value
@@ -455,7 +454,7 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 		pm := &st.plan.Modules[i]
 		reg := st.regs[pm.Spec.Name]
 		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
-			brName: pm.Spec.Breaker, inst: instanceOf(reg.module), policy: decide.Policy{Policy: pm.Policy,
+			brName: pm.Spec.Breaker, policy: decide.Policy{Policy: pm.Policy,
 				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency}}
 		if rt.brName == "" {
 			rt.brName = pm.Spec.Name
@@ -464,7 +463,7 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 			want[pm.Spec.Name] = s
 		}
 		order = append(order, rt.brName)
-		if prev, ok := oldRT[rt.name]; ok && prev.inst == rt.inst {
+		if prev, ok := oldRT[rt.name]; ok && instanceOf(prev.mod) == instanceOf(rt.mod) {
 			rt.w = prev.w
 			delete(oldRT, rt.name)
 		}

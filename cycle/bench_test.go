@@ -63,21 +63,36 @@ func BenchmarkTick(b *testing.B) { benchTick(b, Coarse, benchSizes) }
 // more than one P (see Engine.spinWait); compare them with -cpu 1,2.
 func BenchmarkTickPrecise(b *testing.B) { benchTick(b, Precise, []int{500, 5000}) }
 
+// benchCase is one steady state of BenchmarkTick: clean, 10% failing with breakers that
+// never open, or 10% failing with breakers that open (threshold 5, cooldown 30s) and so,
+// in the steady state, refuse those modules (which never had a value) every tick.
+type benchCase struct {
+	suffix  string
+	failing bool
+	opens   bool
+}
+
+var benchCases = []benchCase{{"", false, false}, {"/fail10pct", true, false}, {"/open10pct", true, true}}
+
 func benchTick(b *testing.B, timing Timing, sizes []int) {
-	for _, failing := range []bool{false, true} {
+	for _, bc := range benchCases {
 		for _, n := range sizes {
-			name := fmt.Sprintf("N=%d", n)
-			if failing {
-				name += "/fail10pct"
-			}
-			b.Run(name, func(b *testing.B) {
-				e, err := New(Config{Tiers: benchTiers(), History: 16, Timing: timing}, benchModules(n, failing))
+			b.Run(fmt.Sprintf("N=%d", n)+bc.suffix, func(b *testing.B) {
+				ts := benchTiers()
+				if bc.opens {
+					for i := range ts {
+						ts[i].Breaker = breaker.Settings{FailureThreshold: 5, Cooldown: 30 * time.Second}
+					}
+				}
+				e, err := New(Config{Tiers: ts, History: 16, Timing: timing}, benchModules(n, bc.failing))
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer e.Close()
 				ctx := context.Background()
-				for i := 0; i <= fastStreak; i++ { // warm up: modules proven fast, keys stored
+				// Warm up: modules proven fast, keys stored, and the failing modules'
+				// breakers open where they may.
+				for i := 0; i <= max(fastStreak, 6); i++ {
 					if _, err := e.Tick(ctx); err != nil {
 						b.Fatal(err)
 					}

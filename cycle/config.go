@@ -5,72 +5,45 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/tiers"
 )
 
-// Overrun is what the scheduler does when a tick runs past one or more grid points.
-type Overrun uint8
+// Overrun is what the scheduler does when a tick runs past one or more grid points (its
+// rules are decide.Overrun's).
+type Overrun = decide.Overrun
 
 // The overrun policies.
 const (
 	// OverrunSkip starts the next tick at the next grid point; skipped points are counted.
-	OverrunSkip Overrun = iota
+	OverrunSkip = decide.OverrunSkip
 	// OverrunCatchUp runs the missed ticks back to back, at most CatchUpMax of them.
-	OverrunCatchUp
+	OverrunCatchUp = decide.OverrunCatchUp
 	// OverrunDelay starts the next tick one period after the end of the last one.
-	OverrunDelay
+	OverrunDelay = decide.OverrunDelay
 )
-
-var overrunNames = [...]string{"skip", "catch_up", "delay"}
-
-// String returns "skip", "catch_up" or "delay".
-func (o Overrun) String() string {
-	if int(o) < len(overrunNames) {
-		return overrunNames[o]
-	}
-	return fmt.Sprintf("overrun(%d)", uint8(o))
-}
-
-// MarshalText encodes o as its name.
-func (o Overrun) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
-
-// UnmarshalText parses "skip" (or ""), "catch_up" or "delay".
-func (o *Overrun) UnmarshalText(b []byte) error {
-	s := string(b)
-	if s == "" {
-		*o = OverrunSkip
-		return nil
-	}
-	for i, n := range overrunNames {
-		if n == s {
-			*o = Overrun(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown overrun policy %q (want skip, catch_up or delay)", s)
-}
 
 // Timing selects how the scheduler waits for a grid point or a tier deadline.
 type Timing uint8
 
 // The timing modes.
 const (
-	// Coarse waits on plain timers, spinning never. The default. Go's timers wake with
-	// about 1 ms granularity on Linux, so with the real clock on Linux the last 2 ms of a
+	// Coarse waits on plain timers, spinning never. The default. Go's timers may wake up
+	// to a millisecond late, so with the real clock on Linux the last kernelMargin of a
 	// wait for a tier's deadline, and the whole wait for the next grid point, are slept on
 	// a kernel timer (a timerfd) instead.
 	Coarse Timing = iota
 	// Precise sleeps until PreciseMargin before the target, then spins with
 	// runtime.Gosched until it is reached. It costs up to one core for the margin of every
 	// wait. With more than one P it also spins a tick's hand-offs: the engine waits for
-	// its runners for up to 250 µs by spinning when the last wait was that short, and an
-	// idle runner spins up to 50 µs for its next job when the last one came that soon, so
-	// that back-to-back tiers and ticks wake no sleeping thread (which costs 1–11 µs on
-	// the VMs measured; a tick of 500 trivial modules 0.8–0.9 times as long, for 1.3–1.5
-	// times the CPU). Only the real clock spins, and not inside a testing/synctest
-	// bubble; other clocks wait on timers. On a machine with few cores a lightly loaded
-	// process keeps its period better with GOMAXPROCS=1, which the engine leaves to its
-	// caller (README, "Precise timing on a small machine").
+	// its runners for up to engineSpin by spinning when the last wait was that short, and
+	// an idle runner spins up to runnerSpin for its next job when the last one came that
+	// soon, so that back-to-back tiers and ticks wake no sleeping thread (a wake-up is a
+	// system call on the waker's path), trading CPU for shorter ticks
+	// (BENCHMARKS.md, BenchmarkTickPrecise). Only the real clock spins, and not inside a
+	// testing/synctest bubble; other clocks wait on timers. GOMAXPROCS is left to the
+	// caller: on a machine with few cores a lightly loaded process may keep its period
+	// better with one P (docs/operations.md).
 	Precise
 )
 
@@ -188,7 +161,7 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 	if cfg.Period < 0 {
 		add("cycle.period", "must be >= 0 (0 is step mode)")
 	}
-	if cfg.Overrun > OverrunDelay {
+	if !cfg.Overrun.Valid() {
 		add("cycle.overrun", "unknown overrun policy")
 	}
 	if cfg.History < 0 {
@@ -222,10 +195,20 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 	}
 	plan, tps := tiers.Validate(tc)
 	ps = append(ps, tps...)
-	// An emergency-only module in a tier that emergency mode skips can never run.
+	ps = append(ps, unreachableEmergencyOnly(cfg, c.Tiers, mods)...)
+	if len(ps.Errors()) > 0 {
+		return nil, ps
+	}
+	return plan, ps
+}
+
+// unreachableEmergencyOnly warns of every emergency-only module in a tier that emergency
+// mode skips: it can never run.
+func unreachableEmergencyOnly(cfg Config, ts []tiers.Tier, mods []Registration) tiers.Problems {
+	var ps tiers.Problems
 	skipped := make(map[string]bool)
 	if cfg.Emergency.SkipTiers == nil {
-		for i, t := range c.Tiers {
+		for i, t := range ts {
 			skipped[t.Name] = i > 0
 		}
 	} else {
@@ -239,8 +222,5 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 				Message: fmt.Sprintf("emergency-only module in tier %q, which emergency mode skips: it never runs", m.Spec.Tier)})
 		}
 	}
-	if len(ps.Errors()) > 0 {
-		return nil, ps
-	}
-	return plan, ps
+	return ps
 }

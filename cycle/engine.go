@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
+	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/internal/ktimer"
@@ -129,7 +130,7 @@ func (st *state) degradedKey(rt *modRT, expired bool) string {
 }
 
 // regRef is what a state keeps of a registration besides its spec, which it keeps once,
-// in the plan (at 100 000 modules a second copy costs 25 MB): the plan fills in the tier
+// in the plan (a second copy is memory per module that large cycles feel): the plan fills in the tier
 // of a module placed by depends_on, so the tier as registered is kept apart.
 type regRef struct {
 	plan   int // index in plan.Modules
@@ -163,14 +164,26 @@ type modRT struct {
 	tierPos int // index of the module in its tier
 	bslot   *blackboard.Slot
 	lslot   *lastgood.Slot
+	policy  decide.Policy // what the verdict on its outcome looks at
 }
+
+// instance is the identity of a module implementation: the two words of its interface value
+// (type and data). Copies of one interface value share them, so a registration that passes
+// the module in force again (as a configuration reload does for an unchanged module) keeps
+// the module's worker, and with it a run still outstanding; any other value is a new
+// implementation, which gets a worker of its own. Unlike ==, it compares modules of any
+// type, funcs included, without reflection and without panicking on uncomparable types.
+type instance [2]unsafe.Pointer
+
+// instanceOf returns the identity of m.
+func instanceOf(m tiers.Module) instance { return *(*instance)(unsafe.Pointer(&m)) }
 
 // Engine runs ticks. It is safe for concurrent use; ticks are serialised.
 type Engine struct {
 	clock  clock.Clock
 	runner *retrybudget.Runner
 	pool   *pool
-	hooks  []Hooks
+	subs   []subscriber // every event goes to each, once (see event)
 
 	lg       *lastgood.Store
 	board    *blackboard.Board
@@ -183,14 +196,14 @@ type Engine struct {
 	version uint64 // guarded by cfgMu
 
 	tickMu     sync.Mutex
-	active     *state // guarded by tickMu
-	nextID     uint64 // guarded by tickMu
-	em         emergencyState
-	pendingGap int           // guarded by tickMu: grid points skipped before the next tick
-	timer      clock.Timer   // guarded by tickMu
-	spinNet    clock.Timer   // guarded by tickMu; see Engine.spinWait
-	kt         *ktimer.Timer // guarded by tickMu; finishes coarse deadline waits (see kernelTimer)
-	ktNone     bool          // guarded by tickMu; there is no kernel timer to be had
+	active     *state           // guarded by tickMu
+	nextID     uint64           // guarded by tickMu
+	em         decide.Emergency // guarded by tickMu
+	pendingGap int              // guarded by tickMu: grid points skipped before the next tick
+	timer      clock.Timer      // guarded by tickMu
+	spinNet    clock.Timer      // guarded by tickMu; see Engine.spinWait
+	kt         *ktimer.Timer    // guarded by tickMu; finishes coarse deadline waits (see kernelTimer)
+	ktNone     bool             // guarded by tickMu; there is no kernel timer to be had
 	stall      stallWatch
 	curTick    atomic.Uint64
 
@@ -205,14 +218,7 @@ type Engine struct {
 	realClock  bool
 	grid       gridTimer // Run's kernel timer for grid points; used by Run's goroutine only
 
-	brTransitions atomic.Uint64
-	circMu        sync.Mutex
-	nonClosed     map[string]breaker.State // guarded by circMu
-
-	// Scratch of the tick in progress, indexed like the summary's module lines; guarded by tickMu.
-	kinds   []fault.Kind
-	errs    []error
-	permits []breaker.Permit
+	circ circuitBook // the breakers not closed, for the summaries
 
 	// What the last tick needed, to size the next one's lists at once; guarded by tickMu.
 	lastExtras, lastDegraded int
@@ -228,11 +234,13 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 	}
 	c := cfg.withDefaults()
 	e := &Engine{
-		clock:     o.clock,
-		hooks:     o.hooks,
-		lg:        lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
-		nonClosed: make(map[string]breaker.State),
-		hub:       faultsummary.NewHub(),
+		clock: o.clock,
+		lg:    lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
+		hub:   faultsummary.NewHub(),
+	}
+	e.subs = append(e.subs, hubSubscriber(e.hub))
+	for _, h := range o.hooks {
+		e.subs = append(e.subs, hooksSubscriber(h))
 	}
 	e.realClock = clock.IsReal(o.clock)
 	e.lines = newLinePrep(&e.workersWG)
@@ -400,19 +408,40 @@ func (e *Engine) applyPending() {
 // applyLocked installs st: it keeps the workers of unchanged modules (a busy worker stays
 // busy), starts workers for new ones and stops the workers of removed ones.
 func (e *Engine) applyLocked(st *state) {
-	old := e.active
 	oldRT := map[string]*modRT{}
-	if old != nil {
-		for _, ms := range old.tierMods {
-			for _, m := range ms {
-				oldRT[m.name] = m
-			}
+	if e.active != nil {
+		for _, m := range e.active.lines {
+			oldRT[m.name] = m
 		}
 	}
-	// Breakers: a module's own breaker carries the module's name; named ones theirs.
-	// A reload whose settings differ replaces the breaker (the operator changed it).
+	want, order := st.newRuntimes(oldRT)
+	e.syncBreakers(st, want, order)
+	e.lg.SetDefaultTTL(st.cfg.DefaultTTL) // a reload may change it (lastgood.default_ttl)
+	e.placeRuntimes(st)
+	keys := make(map[string]bool, len(st.lines))
+	for _, rt := range st.lines {
+		keys[rt.key] = true
+	}
+	for _, m := range oldRT { // the runtimes no module of st took over
+		m.w.stop()
+		if !keys[m.key] { // a key still written (by a new implementation) keeps its history
+			e.lg.Delete(m.key)
+			e.board.Remove(m.key)
+		}
+	}
+	e.active = st
+	e.activeView.Store(st)
+	e.emit(event{kind: evApply, version: st.version})
+}
+
+// newRuntimes makes the runtimes of st's modules, tier by tier; a module whose
+// implementation is the same instance as in oldRT keeps its worker (a run still
+// outstanding keeps it busy) and is removed from oldRT. It returns the breakers st needs
+// and their names in the order the runners visit them, named breakers no module uses last.
+// A module's own breaker carries the module's name and its tier's settings.
+func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settings, []string) {
 	want := map[string]breaker.Settings{}
-	var order []string // the breakers' names in the order the runners visit them (below)
+	var order []string
 	for name, s := range st.cfg.Breakers {
 		s.Name = name
 		if s.TripOn.Empty() {
@@ -424,31 +453,34 @@ func (e *Engine) applyLocked(st *state) {
 	for i := range st.plan.Modules { // sorted by tier: the order the runners visit them
 		pm := &st.plan.Modules[i]
 		reg := st.regs[pm.Spec.Name]
-		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module}
-		if pm.Spec.Breaker != "" {
-			rt.brName = pm.Spec.Breaker
-		} else {
+		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
+			brName: pm.Spec.Breaker, policy: decide.Policy{Policy: pm.Policy,
+				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency}}
+		if rt.brName == "" {
 			rt.brName = pm.Spec.Name
 			s := st.cfg.Tiers[pm.TierIndex].Breaker
 			s.Name = pm.Spec.Name
 			want[pm.Spec.Name] = s
 		}
 		order = append(order, rt.brName)
-		if prev, ok := oldRT[rt.name]; ok && sameModule(prev.mod, rt.mod) {
-			// Same implementation: keep its worker, so a run still outstanding keeps it busy.
+		if prev, ok := oldRT[rt.name]; ok && instanceOf(prev.mod) == instanceOf(rt.mod) {
 			rt.w = prev.w
 			delete(oldRT, rt.name)
 		}
 		st.tierMods[pm.TierIndex] = append(st.tierMods[pm.TierIndex], rt)
 	}
-	// Created in the order the runners visit them (the plan's), a tier's breakers (like
-	// its runtimes, workers and slots) lie mostly in the order of its modules in memory:
-	// at 5000 modules a tick no longer fits in a core's cache, and breakers created in map
-	// order made every module's first touch of its breaker a miss the CPU could not
-	// prefetch.
 	for name := range st.cfg.Breakers {
 		order = append(order, name) // named breakers no module uses still exist
 	}
+	return want, order
+}
+
+// syncBreakers makes the registry hold exactly the breakers in want, created in order. A
+// breaker whose settings changed is replaced (the operator changed it). Created in the
+// order the runners visit them, a tier's breakers (like its runtimes, workers and slots)
+// lie mostly in the order of its modules in memory, which the CPU can prefetch when a
+// large tick does not fit in its cache.
+func (e *Engine) syncBreakers(st *state, want map[string]breaker.Settings, order []string) {
 	created := make(map[string]bool, len(want))
 	for _, name := range order {
 		s, ok := want[name]
@@ -466,7 +498,11 @@ func (e *Engine) applyLocked(st *state) {
 			e.removeBreaker(snap.Name)
 		}
 	}
-	e.lg.SetDefaultTTL(st.cfg.DefaultTTL) // a reload may change it (lastgood.default_ttl)
+}
+
+// placeRuntimes numbers st's runtimes in summary order and attaches each to its breaker,
+// last-known-good and blackboard slots and worker (a new one if it kept none).
+func (e *Engine) placeRuntimes(st *state) {
 	n := 0
 	for _, ms := range st.tierMods {
 		for pos, rt := range ms {
@@ -484,27 +520,6 @@ func (e *Engine) applyLocked(st *state) {
 			rt.w.setModule(rt)
 		}
 	}
-	keys := make(map[string]bool, n)
-	for _, rt := range st.lines {
-		keys[rt.key] = true
-	}
-	for _, m := range oldRT {
-		m.w.stop()
-		if !keys[m.key] { // a key still written (by a new implementation) keeps its history
-			e.lg.Delete(m.key)
-			e.board.Remove(m.key)
-		}
-	}
-	e.kinds = make([]fault.Kind, n)
-	e.errs = make([]error, n)
-	e.permits = make([]breaker.Permit, n)
-	e.active = st
-	e.activeView.Store(st)
-	for _, h := range e.hooks {
-		if h.OnApply != nil {
-			h.OnApply(st.version)
-		}
-	}
 }
 
 // removeBreaker removes the breaker called name, and its state from the circuits the
@@ -512,28 +527,14 @@ func (e *Engine) applyLocked(st *state) {
 // starts closed, and no transition of the old one will say so.
 func (e *Engine) removeBreaker(name string) {
 	e.breakers.Remove(name)
-	e.circMu.Lock()
-	delete(e.nonClosed, name)
-	e.circMu.Unlock()
+	e.circ.remove(name)
 }
 
+// onBreaker is the breakers' listener: it records the transition for the summaries and
+// publishes it.
 func (e *Engine) onBreaker(t breaker.Transition) {
-	e.brTransitions.Add(1)
-	e.circMu.Lock()
-	if t.To == breaker.Closed {
-		delete(e.nonClosed, t.Name)
-	} else {
-		e.nonClosed[t.Name] = t.To
-	}
-	e.circMu.Unlock()
-	tick := e.curTick.Load()
-	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventBreaker, Breaker: &faultsummary.BreakerEvent{
-		Breaker: t.Name, From: t.From.String(), To: t.To.String(), Reason: t.Reason, At: t.At, TickID: tick}})
-	for _, h := range e.hooks {
-		if h.OnBreaker != nil {
-			h.OnBreaker(t)
-		}
-	}
+	e.circ.moved(t)
+	e.emit(event{kind: evBreaker, tick: e.curTick.Load(), breaker: t})
 }
 
 // History returns the bounded history of summaries.
@@ -706,14 +707,4 @@ func (e *Engine) WaitWorkers(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// circuitSnapshot returns the breakers that are not closed, with their state.
-func (e *Engine) circuitSnapshot() map[string]breaker.State {
-	e.circMu.Lock()
-	defer e.circMu.Unlock()
-	if len(e.nonClosed) == 0 {
-		return nil
-	}
-	return maps.Clone(e.nonClosed)
 }

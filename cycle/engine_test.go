@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cycled/cycled/cycle/decide"
 	"runtime"
 	"slices"
 	"strings"
@@ -768,7 +769,7 @@ func TestReloadRejectedWhole(t *testing.T) {
 }
 
 // TestReloadReplacesOpenBreaker: a reload that changes an open breaker's settings replaces
-// it with a closed one (README, "Breaker events"), and the summaries say so from the next
+// it with a closed one (docs/architecture.md), and the summaries say so from the next
 // tick on: the module runs, its circuit is closed, no circuit is listed open.
 func TestReloadReplacesOpenBreaker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -1007,7 +1008,7 @@ func TestDeadlineBeforeAdmission(t *testing.T) {
 			t.Errorf("eo: %q, want skipped", st)
 		}
 		p := mod(t, s, "plain")
-		if p.Status != faultsummary.StatusTimedOut || p.Attempts != 0 || p.Error != errUnstarted.Error() {
+		if p.Status != faultsummary.StatusTimedOut || p.Attempts != 0 || p.Error != decide.CauseUnstarted.Err().Error() {
 			t.Errorf("plain: %+v, want timed_out, 0 attempts, never started", p)
 		}
 		if b := mod(t, s, "b000"); b.Status != faultsummary.StatusTimedOut || b.Attempts != 1 {

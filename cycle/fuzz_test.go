@@ -16,7 +16,6 @@ import (
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
-	"github.com/cycled/cycled/faultsummary/check"
 	"github.com/cycled/cycled/lastgood"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
@@ -264,7 +263,7 @@ func runSchedule(t *testing.T, sch schedule) {
 		regs = append(regs, cycle.Registration{Spec: spec,
 			Module: &fuzzModule{sch: &sch, idx: i, budget: ts[mp.tier].Budget, overlap: &overlap}})
 	}
-	c, err := check.ForEngine(cfg, regs)
+	c, err := cycle.NewChecker(cfg, regs)
 	if err != nil {
 		t.Fatalf("schedule gives an invalid configuration: %v", err)
 	}

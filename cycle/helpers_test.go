@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/retrybudget"
@@ -110,3 +111,16 @@ func tierOf(t *testing.T, s *faultsummary.Summary, name string) faultsummary.Tie
 var errBoom = errors.New("boom")
 
 var _ = fault.Transient
+
+// unstarted stands, in tests of the mechanism, for a line whose module the deadline caught
+// before it started: the verdict reports it timed_out (see observed).
+const unstarted decide.Status = 255
+
+// observed returns the status the verdict gives the facts a line holds so far, before its
+// tier is settled, with unstarted for a module never started before the deadline.
+func observed(ln *lineRec) decide.Status {
+	if ln.late == decide.Unstarted && ln.kind != fault.KindCanceled {
+		return unstarted
+	}
+	return decide.StatusOf(ln.outcome())
+}

@@ -26,7 +26,7 @@ func deadlineCase(t *testing.T) (*Engine, chan struct{}) {
 		{Name: "work", Budget: 5 * time.Millisecond, MaxAttempts: 1},
 	}
 	// fine before hung: behind a module that blocks in its chunk it would depend on the
-	// stall check, which a loaded machine can hold up past a 5 ms budget (README).
+	// stall check, which a loaded machine can hold up past a 5 ms budget.
 	e := newEngine(t, Config{Tiers: ts}, []Registration{
 		reg("guard", "safety", ok(1)), reg("fine", "work", ok(2)), reg("hung", "work", hung),
 	})

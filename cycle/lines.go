@@ -6,10 +6,10 @@ import (
 )
 
 // linePrep gives each tick the memory of its summary's module lines. The lines are two
-// large allocations per tick (56 bytes per module), and a large allocation made while the
-// garbage collector is marking pays for it in mark work (a GC assist) and in sweeping:
-// measured at 1 kHz with 500 modules, up to 0.9 ms at the start of a tick, which made the
-// tick overrun its period. Two things keep that allocation off the tick:
+// large allocations per tick (lineBytes per module), and a large allocation made while the
+// garbage collector is marking pays for it in mark work (a GC assist) and in sweeping, at
+// the start of the tick, which can make a fast tick overrun its period (BENCHMARKS.md,
+// "Period keeping"). Two things keep that allocation off the tick:
 //
 //   - The records of a tick whose summary nobody holds any more are reused (recPool). The
 //     collector is what proves that nobody holds them, so reuse follows a collection; in
@@ -42,12 +42,12 @@ func newLinePrep(wg *sync.WaitGroup) *linePrep {
 }
 
 const (
-	// maxPreparedLines is the largest cycle whose lines are prepared (1 MB of lines).
+	// maxPreparedLines is the largest cycle whose lines are prepared.
 	maxPreparedLines = 1 << 14
 	// maxAhead is the most ticks' lines kept ready; aheadBytes is about how much heap they
 	// may take: at least 2 ticks' worth is kept, more for small cycles, so that the lines
-	// of the ticks during a whole GC cycle's marking (2–3 ms here, during which every
-	// allocation pays an assist) can be ready before it.
+	// of the ticks during a whole GC cycle's marking (during which every allocation pays
+	// an assist) can be ready before it.
 	maxAhead   = 8
 	aheadBytes = 1 << 20
 )

@@ -2,6 +2,7 @@ package cycle
 
 import (
 	"context"
+	"github.com/cycled/cycled/cycle/decide"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -132,7 +133,7 @@ func TestEnginePreparesNextLines(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // the second tick, at 10ms
 		s := e.Latest()
-		if s.TickID != 2 || ready[0].recs[0].status != lsOK || ready[0].recs[1].status != lsOK {
+		if s.TickID != 2 || ready[0].recs[0].status != decide.OK || ready[0].recs[1].status != decide.OK {
 			t.Fatalf("tick %d did not use the prepared lines", s.TickID)
 		}
 		if s.Modules()[0].Name != "a" || s.Modules()[1].Name != "b" {

@@ -7,9 +7,9 @@ import (
 )
 
 // recPool keeps the records of earlier ticks' summary lines that nobody refers to any more,
-// so that a tick can reuse them instead of allocating. Measured with 500 trivial modules in
-// step mode, the records were 60% of the bytes a tick allocated, and the collections they
-// caused about a seventh of the tick's mean cost and most of its p99 (BENCHMARKS.md).
+// so that a tick can reuse them instead of allocating: the records are most of the bytes a
+// tick allocates, and the collections they cause a large part of a tick's cost and of its
+// tail (BENCHMARKS.md, BenchmarkTick).
 //
 // A tick registers a cleanup on its lines (runtime.AddCleanup). Once the collector has
 // found them unreachable (no summary, reader or late runner refers to them any more, and
@@ -22,15 +22,12 @@ import (
 //
 // The pool replaces a ring of weak pointers that the tick checked (weak.Pointer.Value) for
 // lines the collector had reclaimed. Turning a weak pointer into a strong one waits, while
-// the collector finishes a cycle's marking, for its mark termination: measured at 1 kHz
-// with 500 modules (runtime/trace), the scheduler's goroutine waited 0.75 ms there at the
-// start of a tick, and most of the ticks that overran their period did so during a
-// collection (none with GOGC=off). With the pool, the 1 kHz precise scheduler missed 0–5
-// grid points of 5000 (median 1 in 12 runs) against 1–11 (median 6.5 in 8 runs) with the
-// ring, and collected 16 times in 5 s instead of 28. The price: a cleanup runs once the
-// collector has swept its object, later than a weak pointer's check (which sweeps it), so
-// a step-mode loop that keeps both cores busy reuses less (BenchmarkTick N=500: 22.7 →
-// 25.3 kB a tick, with maxReuseSlack raised from 64 to 128 to make up for part of it).
+// the collector finishes a cycle's marking, for its mark termination: the scheduler's
+// goroutine then waited at the start of a tick, and ticks overran their period during
+// collections (BENCHMARKS.md, "Period keeping"). The price of the pool: a cleanup runs
+// once the collector has swept its object, later than a weak pointer's check (which sweeps
+// it), so a step-mode loop that keeps both cores busy reuses less; maxReuseSlack makes up
+// for part of it.
 //
 // The race detector cannot see that the collector proved the records unreferenced, and
 // would report a reader of an old summary and the tick that reuses its records as a race:

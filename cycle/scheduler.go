@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/internal/ktimer"
 )
 
@@ -29,11 +30,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer e.grid.release()
 
 	var (
-		origin time.Time // grid origin
-		period time.Duration
-		k      int64 // index of the next grid point
-		next   time.Time
-		last   time.Time // the grid point of the last tick run on a period
+		g    decide.Grid // the grid; g.At() is the next tick's grid point
+		last time.Time   // the grid point of the last tick run on a period
 	)
 	for {
 		if ctx.Err() != nil {
@@ -43,38 +41,16 @@ func (e *Engine) Run(ctx context.Context) error {
 		cfg := e.desired.cfg
 		e.cfgMu.Unlock()
 		if cfg.Period <= 0 {
-			if e.closed.Load() {
-				return ErrClosed // as a scheduler on a period does at its next tick
-			}
-			if e.activeView.Load().cfg.Period > 0 {
-				// A reload to step mode that came during the last tick: no tick applies it
-				// now, and Tick refuses to run until it is in force. Here is a tick
-				// boundary: apply it.
-				e.tickMu.Lock()
-				if !e.closed.Load() {
-					e.applyPending()
-				}
-				e.tickMu.Unlock()
-			}
-			// Step mode: wait for the context, or for a reload that sets a period.
-			if err := e.sleepUntil(ctx, cfg, e.clock.Now().Add(50*time.Millisecond), nil); err != nil {
+			if err := e.stepModeWait(ctx, cfg); err != nil {
 				return err
 			}
-			period, last = 0, time.Time{}
+			g.Period, last = 0, time.Time{}
 			continue
 		}
-		if cfg.Period != period {
-			if period > 0 {
-				// A reload changed the period: the new grid starts at the last tick's grid
-				// point, so the next tick comes one new period after it, not at once.
-				origin, k = last, 1
-			} else {
-				origin, k = e.clock.Now(), 0 // the first period, or one after step mode
-			}
-			period = cfg.Period
-			next = origin.Add(time.Duration(k) * period)
+		if cfg.Period != g.Period {
+			g = e.regrid(g, cfg.Period, last)
 		}
-		if err := e.sleepUntil(ctx, cfg, next, &e.grid); err != nil {
+		if err := e.sleepUntil(ctx, cfg, g.At(), &e.grid); err != nil {
 			return err
 		}
 		e.tickMu.Lock()
@@ -82,33 +58,38 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.tickMu.Unlock()
 			return ErrClosed
 		}
-		e.tickLocked(context.WithoutCancel(ctx), next)
-		last = next
-		end := e.clock.Now()
-		switch cfg.Overrun {
-		case OverrunDelay:
-			next = end.Add(period)
-			origin, k = next, 0
-		case OverrunCatchUp:
-			k++
-			behind := int64(end.Sub(origin)/period) - k + 1 // grid points already due
-			if behind > int64(cfg.CatchUpMax) {
-				drop := behind - int64(cfg.CatchUpMax)
-				k += drop
-				e.pendingGap = int(drop)
-			}
-			next = origin.Add(time.Duration(k) * period)
-		default: // skip
-			k++
-			if due := origin.Add(time.Duration(k) * period); end.After(due) {
-				nk := int64(end.Sub(origin)/period) + 1
-				e.pendingGap = int(nk - k)
-				k = nk
-			}
-			next = origin.Add(time.Duration(k) * period)
+		last = g.At()
+		e.tickLocked(context.WithoutCancel(ctx), last)
+		g, e.pendingGap = cfg.Overrun.Next(g, e.clock.Now(), cfg.CatchUpMax)
+		e.tickMu.Unlock()
+	}
+}
+
+// stepModeWait waits in step mode for ctx, or for a reload that sets a period. A reload to
+// step mode that came during the last tick is applied here, at a tick boundary: no tick
+// applies it, and Tick refuses to run until it is in force.
+func (e *Engine) stepModeWait(ctx context.Context, cfg Config) error {
+	if e.closed.Load() {
+		return ErrClosed // as a scheduler on a period does at its next tick
+	}
+	if e.activeView.Load().cfg.Period > 0 {
+		e.tickMu.Lock()
+		if !e.closed.Load() {
+			e.applyPending()
 		}
 		e.tickMu.Unlock()
 	}
+	return e.sleepUntil(ctx, cfg, e.clock.Now().Add(50*time.Millisecond), nil)
+}
+
+// regrid returns the grid for a new period: the first period (or one after step mode)
+// starts now; a reload that changed the period starts the new grid at the last tick's grid
+// point, so that the next tick comes one new period after it, not at once.
+func (e *Engine) regrid(g decide.Grid, period time.Duration, last time.Time) decide.Grid {
+	if g.Period > 0 {
+		return decide.Grid{Origin: last, Period: period, K: 1}
+	}
+	return decide.Grid{Origin: e.clock.Now(), Period: period}
 }
 
 // sleepUntil waits until t on the engine's clock or until ctx ends. With precise timing on
@@ -157,12 +138,11 @@ func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time, g *gri
 
 // gridTimer is the kernel timer (a ktimer.Sleeper) on which Run sleeps, with coarse timing,
 // until the next grid point. Go's timers wake up to a millisecond late (see
-// Engine.kernelTimer), which put the start of a coarse tick 0.6 ms past its grid point at the
-// median; the kernel's timer wakes Run's goroutine, parked in the runtime's poller, within
-// the kernel's own latency. The whole wait is slept on it, not only its last milliseconds
-// as a tier's deadline is: a Go timer's wake-up before the kernel's made two wake-ups from
-// idle a period (measured: twice the process's CPU time at 100 Hz); one costs no more CPU
-// than a Go timer alone (see package ktimer for why its system calls are raw). A system call
+// Engine.kernelTimer), which delays the start of a coarse tick past its grid point; the
+// kernel's timer wakes Run's goroutine, parked in the runtime's poller, within the kernel's
+// own latency. The whole wait is slept on it, not only its last milliseconds as a tier's
+// deadline is: a Go timer's wake-up before the kernel's would make two wake-ups from idle a
+// period, doubling the idle process's CPU time; one costs no more CPU than a Go timer alone (see package ktimer for why its system calls are raw). A system call
 // arms it, and Run's context ending interrupts it (context.AfterFunc). It is Run's own (the
 // tick's kernel timer is used under tickMu, which Run does not hold while it waits): made on
 // first need, released when Run returns; only Run's goroutine uses it.

@@ -3,6 +3,7 @@ package cycle
 import (
 	"context"
 	"errors"
+	"github.com/cycled/cycled/cycle/decide"
 	"runtime"
 	"slices"
 	"sync"
@@ -68,7 +69,7 @@ func TestTierEnd(t *testing.T) {
 		tier      int
 		chain     bool // finished by a pool runner
 		emergency bool
-		status    lineStatus // the module's outcome (lsOK: a plain success, no exception)
+		status    decide.Status // the module's outcome (decide.OK: a plain success, no exception)
 		failFast  bool
 		exhausted bool
 		taken     bool
@@ -78,11 +79,11 @@ func TestTierEnd(t *testing.T) {
 		{name: "clean, by a runner", tier: 0, chain: true, want: "next", tierWant: faultsummary.TierOK},
 		{name: "clean, by the engine or a module's goroutine", tier: 0, want: "engine", tierWant: faultsummary.TierOK},
 		{name: "last tier", tier: 2, chain: true, want: "engine", tierWant: faultsummary.TierOK},
-		{name: "a retried success", tier: 1, chain: true, status: lsRetried, want: "next", tierWant: faultsummary.TierOK},
-		{name: "a failure", tier: 1, chain: true, status: lsFailed, want: "next", tierWant: faultsummary.TierDegraded},
-		{name: "a failure failing the tier", tier: 1, chain: true, status: lsFailed, failFast: true, want: "engine", tierWant: faultsummary.TierFailed},
-		{name: "the safety tier failing", tier: 0, chain: true, status: lsFailed, want: "engine", tierWant: faultsummary.TierFailed},
-		{name: "a failure, by a module's goroutine", tier: 1, status: lsFailed, want: "engine", tierWant: faultsummary.TierDegraded},
+		{name: "a retried success", tier: 1, chain: true, status: decide.Retried, want: "next", tierWant: faultsummary.TierOK},
+		{name: "a failure", tier: 1, chain: true, status: decide.Failed, want: "next", tierWant: faultsummary.TierDegraded},
+		{name: "a failure failing the tier", tier: 1, chain: true, status: decide.Failed, failFast: true, want: "engine", tierWant: faultsummary.TierFailed},
+		{name: "the safety tier failing", tier: 0, chain: true, status: decide.Failed, want: "engine", tierWant: faultsummary.TierFailed},
+		{name: "a failure, by a module's goroutine", tier: 1, status: decide.Failed, want: "engine", tierWant: faultsummary.TierDegraded},
 		{name: "budget exhausted", tier: 1, chain: true, exhausted: true, want: "next", tierWant: faultsummary.TierOK},
 		{name: "emergency mode", tier: 0, chain: true, emergency: true, want: "engine", tierWant: faultsummary.TierOK},
 		{name: "taken by the engine at the deadline", tier: 0, chain: true, taken: true, want: "none"},
@@ -97,16 +98,20 @@ func TestTierEnd(t *testing.T) {
 				tr.pending.Store(1)
 				rt := tr.mods[0]
 				if c.failFast {
-					rt.planned.Policy = tiers.FailFast
+					rt.planned.Policy, rt.policy.Policy = tiers.FailFast, tiers.FailFast
 				}
-				seg.tl.init(rt).status = c.status
+				ln := seg.tl.init(rt)
+				ln.attempts = 1
 				switch c.status {
-				case lsRetried:
-					seg.tl.recs[rt.idx].attempts = 2
+				case decide.OK:
+					ln.status = decide.OK
+				case decide.Retried:
+					ln.attempts = 2
 					tr.exception(0)
-				case lsFailed:
+				case decide.Failed:
 					rt.w.permit = rt.br.Acquire()
-					e.kinds[rt.idx], e.errs[rt.idx] = fault.KindTransient, errT
+					ln.kind, ln.flags = fault.KindTransient, lineFailed
+					rt.w.res.res.Err = errT
 					tr.exception(0)
 				}
 				tr.budgetExhausted.Store(c.exhausted)
@@ -154,10 +159,10 @@ func TestTierEnd(t *testing.T) {
 				if ts.BudgetExhausted != c.exhausted || slices.Contains(seg.s.BudgetViolations, seg.st.cfg.Tiers[c.tier].Name) != c.exhausted {
 					t.Fatalf("budget exhausted %v, violations %v; want %v", ts.BudgetExhausted, seg.s.BudgetViolations, c.exhausted)
 				}
-				if got := seg.s.RetryCounts[rt.name]; got != map[bool]int{true: 1}[c.status == lsRetried] {
+				if got := seg.s.RetryCounts[rt.name]; got != map[bool]int{true: 1}[c.status == decide.Retried] {
 					t.Fatalf("retry count %d", got)
 				}
-				failed := c.status == lsFailed
+				failed := c.status == decide.Failed
 				if degraded := slices.Contains(seg.s.DegradedKeys, rt.key+" (none)"); degraded != failed {
 					t.Fatalf("degraded keys %v (module failed: %v)", seg.s.DegradedKeys, failed)
 				}
@@ -166,11 +171,11 @@ func TestTierEnd(t *testing.T) {
 					t.Fatalf("failed module's line: %+v", m)
 				}
 				// The first tier's modules fail fast by default.
-				if want := failed && (c.failFast || c.tier == 0); got == "engine" && seg.out.failed != want {
-					t.Fatalf("outcome failed %v, want %v", seg.out.failed, want)
+				if want := failed && (c.failFast || c.tier == 0); got == "engine" && seg.out.Failed != want {
+					t.Fatalf("outcome failed %v, want %v", seg.out.Failed, want)
 				}
-				if got == "engine" && seg.out.safetyFailed != (c.tier == 0 && failed) {
-					t.Fatalf("safety failed %v", seg.out.safetyFailed)
+				if got == "engine" && seg.out.SafetyFailed != (c.tier == 0 && failed) {
+					t.Fatalf("safety failed %v", seg.out.SafetyFailed)
 				}
 			})
 		})
@@ -272,35 +277,35 @@ func TestPhaseBusyBit(t *testing.T) {
 		// tick taken at its deadline before the module was reached; return: the run started
 		// returns.
 		do       string
-		status   lineStatus // the line's status after the step (for run and deadline)
-		busy     bool       // the bit after the step
-		newState uint64     // the phase state after the step (0: not checked)
+		status   decide.Status // the line's status after the step (for run and deadline; see observed)
+		busy     bool          // the bit after the step
+		newState uint64        // the phase state after the step (0: not checked)
 	}
 	for _, c := range []struct {
 		name  string
 		steps []step
 	}{
 		{name: "a run that returns in time", steps: []step{
-			{do: "run", status: lsOK, busy: false, newState: phDone},
-			{do: "run", status: lsOK, busy: false, newState: phDone},
+			{do: "run", status: decide.OK, busy: false, newState: phDone},
+			{do: "run", status: decide.OK, busy: false, newState: phDone},
 		}},
 		{name: "an abandoned run is busy until it returns", steps: []step{
 			{do: "start", busy: true, newState: phRunning},
-			{do: "deadline", status: lsTimedOut, busy: true, newState: phAbandoned},
-			{do: "run", status: lsBusy, busy: true, newState: phDone},
-			{do: "missed", status: lsBusy, busy: true, newState: phUnstarted},
+			{do: "deadline", status: decide.TimedOut, busy: true, newState: phAbandoned},
+			{do: "run", status: decide.Busy, busy: true, newState: phDone},
+			{do: "missed", status: decide.Busy, busy: true, newState: phUnstarted},
 			{do: "return", busy: false, newState: phUnstarted},
-			{do: "run", status: lsOK, busy: false, newState: phDone},
+			{do: "run", status: decide.OK, busy: false, newState: phDone},
 		}},
 		{name: "it returns before the next tick", steps: []step{
 			{do: "start", busy: true, newState: phRunning},
-			{do: "deadline", status: lsTimedOut, busy: true, newState: phAbandoned},
+			{do: "deadline", status: decide.TimedOut, busy: true, newState: phAbandoned},
 			{do: "return", busy: false, newState: phAbandoned},
-			{do: "run", status: lsOK, busy: false, newState: phDone},
+			{do: "run", status: decide.OK, busy: false, newState: phDone},
 		}},
 		{name: "a module never started is not busy", steps: []step{
-			{do: "missed", status: lsUnstarted, busy: false, newState: phUnstarted},
-			{do: "run", status: lsOK, busy: false, newState: phDone},
+			{do: "missed", status: unstarted, busy: false, newState: phUnstarted},
+			{do: "run", status: decide.OK, busy: false, newState: phDone},
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -334,7 +339,7 @@ func TestPhaseBusyBit(t *testing.T) {
 					w.execute(first, clock.Stamp{})
 				}
 				if s.do == "run" || s.do == "deadline" || s.do == "missed" {
-					if got := tr.l.recs[rt.idx].status; got != s.status {
+					if got := observed(&tr.l.recs[rt.idx]); got != s.status {
 						t.Fatalf("step %d (%s): status %d, want %d", k, s.do, got, s.status)
 					}
 				}
@@ -377,7 +382,7 @@ func TestPhaseBusyBitRace(t *testing.T) {
 		if w.busy() || phaseState(w.phase.Load()) != phDone {
 			t.Fatalf("round %d: busy %v, state %d after the run returned", i, w.busy(), phaseState(w.phase.Load()))
 		}
-		if st := next.l.recs[rt.idx].status; st != lsBusy && st != lsOK {
+		if st := observed(&next.l.recs[rt.idx]); st != decide.Busy && st != decide.OK {
 			t.Fatalf("round %d: status %d", i, st)
 		}
 	}
@@ -391,12 +396,12 @@ func TestModuleReachedLate(t *testing.T) {
 		name    string
 		at      time.Duration // when the runner reaches the module, from the tier's start
 		expired bool          // the engine took the tier
-		want    lineStatus
+		want    decide.Status
 	}{
-		{name: "in time", at: 10 * time.Millisecond, want: lsOK},
-		{name: "at the deadline", at: 200 * time.Millisecond, want: lsUnstarted},
-		{name: "after the deadline", at: 250 * time.Millisecond, want: lsUnstarted},
-		{name: "in time, but the tier expired", at: 10 * time.Millisecond, expired: true, want: lsUnstarted},
+		{name: "in time", at: 10 * time.Millisecond, want: decide.OK},
+		{name: "at the deadline", at: 200 * time.Millisecond, want: unstarted},
+		{name: "after the deadline", at: 250 * time.Millisecond, want: unstarted},
+		{name: "in time, but the tier expired", at: 10 * time.Millisecond, expired: true, want: unstarted},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e, seg := segmentEngine(t, false)
@@ -407,10 +412,10 @@ func TestModuleReachedLate(t *testing.T) {
 			}
 			rt := tr.mods[0]
 			tr.process(0, clock.StampAt(start.Add(c.at)))
-			if got := tr.l.recs[rt.idx].status; got != c.want {
+			if got := observed(&tr.l.recs[rt.idx]); got != c.want {
 				t.Fatalf("status %d, want %d", got, c.want)
 			}
-			if runs := rt.mod.(*script).runs.Load(); (runs == 1) != (c.want == lsOK) {
+			if runs := rt.mod.(*script).runs.Load(); (runs == 1) != (c.want == decide.OK) {
 				t.Fatalf("module ran %d times", runs)
 			}
 		})
@@ -445,7 +450,7 @@ func TestEmptyFirstTierChains(t *testing.T) {
 				if s.Tiers[0].Status != faultsummary.TierOK {
 					t.Fatalf("empty tier: %+v", s.Tiers[0])
 				}
-				if got := tl.recs[mod0(st, "ma")].status; got != map[bool]lineStatus{false: lsOK, true: lsTimedOut}[hangs] {
+				if got := tl.recs[mod0(st, "ma")].status; got != map[bool]decide.Status{false: decide.OK, true: decide.TimedOut}[hangs] {
 					t.Fatalf("ma: status %d", got)
 				}
 				time.Sleep(time.Second) // virtual: the hung module returns

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 )
@@ -12,7 +13,7 @@ import (
 // tickLines is the module lines of one tick's summary in the engine's compact form, read
 // through faultsummary.Lines. A whole faultsummary.Module is 240 bytes with a dozen
 // pointers, most of them the module's identity (name, tier, breaker, key), the same tick
-// after tick; at 5000 modules those lines were 1.2 MB of fresh memory written and then
+// after tick; in a large cycle those lines were a lot of fresh memory written and then
 // scanned by the garbage collector every tick. Here a module's line is a lineRec of plain
 // values (40 bytes the collector does not scan) and its served value; its identity is read
 // from the state the tick ran under, and what only exceptions carry (error text, a
@@ -30,24 +31,37 @@ type tickLines struct {
 	exHint int // the extras the last tick had: ex is made with that capacity
 }
 
-// lineRec is one module's line, without pointers.
+// lineRec is one module's line, without pointers. The mechanism writes the facts of a
+// module's outcome (refusal, late, attempts, kind, the lineProbe and lineFailed flags);
+// status and cause are the verdict on them (see decide.Judge), written once per tick.
 type lineRec struct {
 	latency  time.Duration // in milliseconds only when the line is read (see Line)
 	seq      uint64        // the live value's sequence number
 	written  int64         // when the live value was written, in Unix nanoseconds
 	attempts int32
 	ex       int32 // 1 + the index of the line's extras in tickLines.ex; 0: none
-	status   lineStatus
+	status   decide.Status
 	kind     fault.Kind
 	circuit  breaker.State // at admission; corrected at the tick's end
-	flags    uint8         // lineLive, lineDerived
+	flags    uint8         // lineLive, lineDerived, lineProbe, lineFailed
+	refusal  decide.Refusal
+	late     decide.Late
+	cause    decide.Cause
 }
 
 // The lineRec flags.
 const (
 	lineLive    = 1 << iota // the module produced this tick's value (served live)
 	lineDerived             // … from a stale input (served.derived_from_stale)
+	lineProbe               // it ran as a half-open probe
+	lineFailed              // its run ended with an error
 )
+
+// outcome returns the facts of the line's outcome, for the verdict.
+func (r *lineRec) outcome() decide.Outcome {
+	return decide.Outcome{Refusal: r.refusal, Late: r.late, Attempts: int(r.attempts), Kind: r.kind,
+		Failed: r.flags&lineFailed != 0, Probe: r.flags&lineProbe != 0}
+}
 
 // lineEx is what a line carries only when something went wrong: the error text and the
 // fallback entry served instead of a live value.
@@ -56,39 +70,6 @@ type lineEx struct {
 	served        faultsummary.Served
 	hasServed     bool
 	usingFallback bool
-}
-
-// lineStatus is a module status as a small number.
-type lineStatus uint8
-
-// The line statuses; lsNone is a line no one decided (never published).
-const (
-	lsNone lineStatus = iota
-	lsOK
-	lsRetried
-	lsFailed
-	lsTimedOut
-	lsBusy
-	lsOpen
-	lsProbeOK
-	lsProbeFailed
-	lsSkipped
-	lsNotDue
-	lsUnstarted // until the tier is settled only (see statusUnstarted)
-)
-
-var lineStatuses = [...]faultsummary.Status{"", faultsummary.StatusOK, faultsummary.StatusRetried,
-	faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy, faultsummary.StatusOpen,
-	faultsummary.StatusProbeOK, faultsummary.StatusProbeFailed, faultsummary.StatusSkipped,
-	faultsummary.StatusNotDue, statusUnstarted}
-
-// nominal reports whether the status is not a degradation of its tier (see tierRun.settle).
-func (s lineStatus) nominal() bool {
-	switch s {
-	case lsOK, lsRetried, lsProbeOK, lsNotDue, lsSkipped:
-		return true
-	}
-	return false
 }
 
 // newTickLines returns the lines of tick id under st, on the buffers b; exHint is how many
@@ -122,7 +103,7 @@ func (l *tickLines) extra(i int) *lineEx {
 func (l *tickLines) Len() int { return len(l.recs) }
 
 // Status returns the status of line i.
-func (l *tickLines) Status(i int) faultsummary.Status { return lineStatuses[l.recs[i].status] }
+func (l *tickLines) Status(i int) faultsummary.Status { return l.recs[i].status.Public() }
 
 // Identity returns the state the tick ran under: its modules, tiers, breakers and keys.
 func (l *tickLines) Identity() any { return l.st }
@@ -130,7 +111,7 @@ func (l *tickLines) Identity() any { return l.st }
 // Plain reports whether line i is a plain success (faultsummary.KeepWhole).
 func (l *tickLines) Plain(i int) bool {
 	r := &l.recs[i]
-	return r.status == lsOK && r.attempts == 1 && r.kind == fault.KindNone && r.ex == 0 &&
+	return r.status == decide.OK && r.attempts == 1 && r.kind == fault.KindNone && r.ex == 0 &&
 		r.circuit == breaker.Closed && r.flags == lineLive
 }
 
@@ -139,7 +120,7 @@ func (l *tickLines) Line(i int, m *faultsummary.Module) {
 	rt, r := l.st.lines[i], &l.recs[i]
 	ti := rt.planned.TierIndex
 	*m = faultsummary.Module{Name: rt.name, Tier: l.st.cfg.Tiers[ti].Name, TierIndex: ti,
-		Status: lineStatuses[r.status], Attempts: int(r.attempts), LatencyMs: blackboard.Millis(r.latency),
+		Status: r.status.Public(), Attempts: int(r.attempts), LatencyMs: blackboard.Millis(r.latency),
 		Breaker: rt.brName, CircuitState: r.circuit.String(), Served: faultsummary.Served{Key: rt.key}}
 	if r.kind != fault.KindNone {
 		m.FaultKind = r.kind.String()

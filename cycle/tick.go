@@ -9,39 +9,10 @@ import (
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
-	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/internal/ktimer"
-	"github.com/cycled/cycled/tiers"
 )
-
-// emergencyState is the emergency state machine; guarded by tickMu.
-type emergencyState struct {
-	active    bool
-	since     uint64
-	reason    string
-	latched   bool
-	healthy   int
-	endedTick uint64
-}
-
-// statusError is the error reported for a module the engine did not run to its end: busy,
-// abandoned, refused by an open breaker, never started.
-type statusError string
-
-func (e statusError) Error() string { return string(e) }
-
-const (
-	errBusy         statusError = "still running from an earlier tick (ignored its context)"
-	errAbandoned    statusError = "still running at the tier deadline: abandoned, its late result discarded"
-	errOpenFail     statusError = "circuit breaker is open (on_open: fail)"
-	errUnstarted    statusError = "not started before the tier deadline"
-	errTickCanceled statusError = "not started: the tick was cancelled"
-)
-
-// statusUnstarted marks, until its tier is settled, a module never started before the
-// tier's deadline; the summary reports it timed_out.
-const statusUnstarted faultsummary.Status = "unstarted"
 
 // Tick runs one tick now and returns its summary. It is refused with ErrNotStepMode while
 // the scheduler runs on a period.
@@ -72,6 +43,7 @@ func (e *Engine) Emergency() faultsummary.Emergency {
 	return faultsummary.Emergency{}
 }
 
+// tickLocked runs one tick scheduled at scheduled; the caller holds tickMu.
 func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsummary.Summary {
 	e.applyPending()
 	st := e.active
@@ -80,12 +52,36 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	e.curTick.Store(id)
 	start := e.clock.Now()
 	e.board.Begin(id, start)
-	transitionsBefore := e.brTransitions.Load()
-	if e.resetReq.Swap(false) && e.em.active && e.em.latched {
-		e.em.latched = false
-		e.em.healthy = 0
+	transitionsBefore := e.circ.ver.Load()
+	if e.resetReq.Swap(false) {
+		e.em = e.em.Reset()
 	}
+	s, tl := e.newSummary(st, id, scheduled, start)
+	e.runTiers(ctx, st, s, tl)
+	end := e.clock.Now()
+	s.FinishedAt = end
+	s.WallMs = blackboard.Millis(end.Sub(start))
+	if p := st.cfg.Period; p > 0 && end.Sub(scheduled) > p {
+		s.Overrun = true
+	}
+	s.EmergencyMode = e.em.Active
+	s.Emergency = faultsummary.Emergency{Active: e.em.Active, SinceTick: e.em.Since, Reason: e.em.Reason,
+		Latched: e.em.Active && e.em.Latched, HealthyTicks: e.em.Healthy, EndedTick: e.em.EndedTick}
+	em := s.Emergency
+	e.emView.Store(&em)
+	e.circuits(st, s, tl, transitionsBefore)
+	s.Normalize()
+	s.OverallSeverity = s.ComputeSeverity()
+	e.lastExtras, e.lastDegraded = len(tl.ex), len(s.DegradedKeys)
+	e.publishTick(st, s, tl)
+	if e.running.Load() {
+		e.lines.request(len(st.lines)) // for the next scheduled tick, off its critical path
+	}
+	return s
+}
 
+// newSummary returns the summary of tick id, its tiers named, and its module lines.
+func (e *Engine) newSummary(st *state, id uint64, scheduled, start time.Time) (*faultsummary.Summary, *tickLines) {
 	s := &faultsummary.Summary{
 		Schema:            faultsummary.Schema,
 		TickID:            id,
@@ -103,161 +99,78 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	s.SetLines(tl)
 	e.lines.keep(tl)
 	e.pendingGap = 0
-	clear(e.kinds)
-	clear(e.errs)
 	if lag := start.Sub(scheduled); lag > 0 {
 		s.StartLagMs = blackboard.Millis(lag)
 	}
-	stop := false
-	var stopReason string
 	for ti := range st.cfg.Tiers {
 		tier := &st.cfg.Tiers[ti]
 		ts := &s.Tiers[ti]
 		ts.Index, ts.Name, ts.BudgetMs = ti, tier.Name, blackboard.Millis(tier.Budget)
 	}
+	return s, tl
+}
+
+// runTiers runs the tiers of the tick in order, skipping those decide.SkipTier names, and
+// moves the emergency state machine on the safety tier's result.
+func (e *Engine) runTiers(ctx context.Context, st *state, s *faultsummary.Summary, tl *tickLines) {
+	var stop string // why the rest of the tick is skipped, once it is
 	for ti := 0; ti < len(st.cfg.Tiers); ti++ {
-		switch {
-		case stop:
-			e.skipTier(st, ti, s, tl, start, stopReason)
-		case e.em.active && st.skip[ti]:
-			e.skipTier(st, ti, s, tl, start, "emergency mode")
-		default:
-			// The runners may go through clean tiers on their own (see segment): ti is
-			// then the tier that ended the segment, the first one with work left here.
-			var out tierOutcome
-			out, ti = e.runTier(ctx, st, ti, id, start, s, tl)
-			tier := &st.cfg.Tiers[ti]
-			if ti == 0 {
-				e.evalEmergency(st, id, out.safetyFailed, safetyHealthy(tl, st.tierMods[0]), out.safetyReason)
-			}
-			switch {
-			case out.abort:
-				s.Finish = faultsummary.ShortCircuited
-				stop, stopReason = true, "short-circuited by "+out.abortBy
-			case out.failed && ti > 0:
-				s.Finish = faultsummary.Failed
-				stop, stopReason = true, "tier "+tier.Name+" failed"
+		if reason, skip := decide.SkipTier(stop, e.em.Active, st.skip[ti]); skip {
+			e.skipTier(st, ti, s, tl, s.StartedAt, reason)
+			continue
+		}
+		// The runners may go through clean tiers on their own (see segment): ti is then
+		// the tier that ended the segment, the first one with work left here.
+		var out tierOutcome
+		out, ti = e.runTier(ctx, st, ti, s.TickID, s.StartedAt, s, tl)
+		if ti == 0 {
+			e.evalEmergency(st, s.TickID, out)
+		}
+		if fin, ok := out.Stop(ti); ok {
+			s.Finish = fin
+			stop = "tier " + st.cfg.Tiers[ti].Name + " failed"
+			if out.Aborted {
+				stop = "short-circuited by " + st.tierMods[ti][out.AbortBy].name
 			}
 		}
 	}
-	end := e.clock.Now()
-	s.FinishedAt = end
-	s.WallMs = blackboard.Millis(end.Sub(start))
-	if p := st.cfg.Period; p > 0 && end.Sub(scheduled) > p {
-		s.Overrun = true
-	}
-	s.EmergencyMode = e.em.active
-	s.Emergency = faultsummary.Emergency{Active: e.em.active, SinceTick: e.em.since, Reason: e.em.reason,
-		Latched: e.em.active && e.em.latched, HealthyTicks: e.em.healthy, EndedTick: e.em.endedTick}
-	em := s.Emergency
-	e.emView.Store(&em)
+}
 
-	// Circuits after this tick. Lines carry the state seen at admission; if any breaker
-	// moved during the tick (a failure, a probe, a shared breaker) they are read again here.
-	// Lines and lists come from one snapshot of the non-closed breakers, so that a
-	// breaker half-opened meanwhile by a reader (GET /breakers) cannot make them disagree.
-	snap := e.circuitSnapshot()
-	if e.brTransitions.Load() != transitionsBefore || len(snap) > 0 {
-		for i := range tl.recs {
-			if stt, ok := snap[st.lines[i].brName]; ok {
-				tl.recs[i].circuit = stt
-			} else {
-				tl.recs[i].circuit = breaker.Closed
-			}
-		}
+// circuits sets the circuits after this tick: the summary's lists, and each line's state.
+// Lines carry the state seen at admission; if any breaker moved during the tick (a
+// failure, a probe, a shared breaker) they are read again here. Lines and lists come from
+// one snapshot of the breakers not closed, so that a breaker half-opened meanwhile by a
+// reader (GET /breakers) cannot make them disagree.
+func (e *Engine) circuits(st *state, s *faultsummary.Summary, tl *tickLines, transitionsBefore uint64) {
+	ver, snap, open, half := e.circ.snapshot()
+	s.OpenCircuits, s.HalfOpenCircuits = open, half
+	if ver == transitionsBefore {
+		return
 	}
-	for name, stt := range snap {
-		if stt == breaker.Open {
-			s.OpenCircuits = append(s.OpenCircuits, name)
+	for i := range tl.recs {
+		if stt, ok := snap[st.lines[i].brName]; ok {
+			tl.recs[i].circuit = stt
 		} else {
-			s.HalfOpenCircuits = append(s.HalfOpenCircuits, name)
+			tl.recs[i].circuit = breaker.Closed
 		}
 	}
-	slices.Sort(s.OpenCircuits)
-	slices.Sort(s.HalfOpenCircuits)
-	s.Normalize()
-	s.OverallSeverity = s.ComputeSeverity()
-	e.lastExtras, e.lastDegraded = len(tl.ex), len(s.DegradedKeys)
+}
 
+// publishTick appends the summary to the history and publishes it, after its module
+// events.
+func (e *Engine) publishTick(st *state, s *faultsummary.Summary, tl *tickLines) {
 	e.history.Append(s)
-	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventTick, Summary: s})
-	for _, h := range e.hooks {
-		if h.OnModule != nil {
-			for i, rt := range st.lines {
-				r := &tl.recs[i]
-				h.OnModule(ModuleEvent{TickID: id, Module: rt.name, Tier: st.cfg.Tiers[rt.planned.TierIndex].Name,
-					Status: lineStatuses[r.status], Attempts: int(r.attempts),
-					Latency: r.latency, Kind: e.kinds[i], Err: e.errs[i]})
-			}
-		}
-		if h.OnTick != nil {
-			h.OnTick(s)
-		}
-	}
-	if e.running.Load() {
-		e.lines.request(len(st.lines)) // for the next scheduled tick, off its critical path
-	}
-	return s
+	e.emit(event{kind: evTick, tick: s.TickID, summary: s, st: st, lines: tl})
 }
 
-func (e *Engine) skipTier(st *state, ti int, s *faultsummary.Summary, tl *tickLines, tickStart time.Time, reason string) {
-	s.Tiers[ti].Status = faultsummary.TierSkipped
-	s.Tiers[ti].Reason = reason
-	for _, rt := range st.tierMods[ti] {
-		ln := tl.init(rt)
-		ln.status = lsSkipped
-		// An emergency-only module outside emergency mode is not a degradation.
-		e.serveFallback(s, tl, rt, ti, tickStart, !(rt.spec.Emergency && !e.em.active), false)
-	}
-}
-
-// serveFallback fills the served entry of a module that produced no value this tick and
-// writes it on the board. degraded tags it stale and lists it in degraded_keys; failed in
-// the safety tier serves nothing (fail closed).
-func (e *Engine) serveFallback(s *faultsummary.Summary, tl *tickLines, rt *modRT, ti int, tickStart time.Time, degraded, failed bool) {
-	var ent blackboard.Entry
-	if ti == 0 && failed {
-		ent = blackboard.Entry{Key: rt.key, Module: rt.name, Source: blackboard.None}
-	} else {
-		var ok bool
-		ent, ok = blackboard.FromLastGood(rt.lslot.Get(tickStart))
-		if !ok {
-			ent = blackboard.Entry{Key: rt.key, Module: rt.name, Source: blackboard.None}
-		}
-		if !degraded && ent.Source == blackboard.LastGood {
-			ent.Stale = false
-		}
-	}
-	x := tl.extra(rt.idx)
-	x.hasServed, x.usingFallback = true, ent.Source == blackboard.LastGood
-	x.served = faultsummary.Served{Key: rt.key, Source: ent.Source, Stale: ent.Stale, Expired: ent.Expired,
-		AgeMs: blackboard.Millis(ent.Age), Value: ent.Value, Written: ent.Written, WrittenTick: ent.TickID, Seq: ent.Seq}
-	// A module that had nothing to do (not due, emergency-only outside emergency) is not a
-	// degradation, also when its last value has expired meanwhile: the served entry says
-	// expired, degraded_keys does not list it (README, "Statuses").
-	if degraded {
-		switch {
-		case ent.Expired:
-			s.DegradedKeys = append(s.DegradedKeys, tl.st.degradedKey(rt, true))
-		case ent.Source == blackboard.LastGood:
-			s.DegradedKeys = append(s.DegradedKeys, rt.key)
-		case failed || degraded:
-			s.DegradedKeys = append(s.DegradedKeys, tl.st.degradedKey(rt, false))
-		}
-	}
-	e.board.Set(rt.bslot, ti, ent)
-}
-
+// tierOutcome is a settled tier's result, with the reason a safety failure gives.
 type tierOutcome struct {
-	failed       bool
-	abort        bool
-	abortBy      string
-	safetyFailed bool
+	decide.TierResult
 	safetyReason string
 }
 
 func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tickStart time.Time, s *faultsummary.Summary, tl *tickLines) (tierOutcome, int) {
-	seg := &segment{st: st, ctx: ctx, s: s, tl: tl, tick: id, tickStart: tickStart, emergency: e.em.active, done: make(chan struct{})}
+	seg := &segment{st: st, ctx: ctx, s: s, tl: tl, tick: id, tickStart: tickStart, emergency: e.em.Active, done: make(chan struct{})}
 	now := e.clock.Now()
 	if st.cfg.Timing == Precise && e.maySpin(now) {
 		seg.margin = st.cfg.PreciseMargin
@@ -283,8 +196,7 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	if n := len(first.mods); n > 0 && n <= smallTier {
 		// The runner just woken waits in this core's run-next slot. Yielding once lets it
 		// run a small tier to its end before the engine arms a timer and parks: the engine
-		// then finds the tier done, and the runner had no one to wake: about 0.7 µs less
-		// per tier (five one-module tiers: 18.2 → 14.5 µs a tick).
+		// then finds the tier done, and the runner has no one to wake (BenchmarkTick N=5).
 		runtime.Gosched()
 	}
 	tr, timedOut := e.wait(seg, first)
@@ -296,137 +208,28 @@ func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tick
 	return out, tr.tier
 }
 
-// settle handles what the runs of tr left as exceptions (failures, fallbacks, retry
-// counts, late modules) and fills the tier's line. late are the modules the engine found
-// still running or never started when it took the tier at its deadline (timedOut). The
+// settle judges the modules tr left as exceptions (failures, refusals, fallbacks, retries,
+// late modules) and fills the tier's line. late are the modules the engine found still
+// running or never started when it took the tier at its deadline (timedOut). The
 // goroutine that closes the tier settles it: the one that finished its last module (a
 // runner may then go on to the next tier, see tierRun.ended), or the engine when it takes
 // the tier at its deadline. It returns the tier's outcome and the time the tier ended.
 func (tr *tierRun) settle(late []int32, timedOut bool) (tierOutcome, time.Time) {
 	var out tierOutcome
-	e, seg := tr.e, tr.seg
-	s, tl, st, ti, id, tickStart := seg.s, seg.tl, seg.st, tr.tier, seg.tick, seg.tickStart
-	mods := tr.mods
-	tier := &st.cfg.Tiers[ti]
-	ts := &s.Tiers[ti]
+	s, ts := tr.seg.s, &tr.seg.s.Tiers[tr.tier]
 	tr.ctx.stop()
-	tStart, tEnd := tr.start, e.clock.Now()
-	if tr.budgetExhausted.Load() {
-		ts.BudgetExhausted = true
-	}
-
+	tEnd := tr.e.clock.Now()
 	exc := tr.exceptions(late)
 	slices.Sort(exc)
 	for _, j := range exc {
-		rt := mods[j]
-		i := rt.idx
-		ln := &tl.recs[i]
-		// The runners left the fault in kinds and errs; the line takes it from there.
-		ln.kind = e.kinds[i]
-		var errText string
-		if err := e.errs[i]; err != nil {
-			errText = err.Error()
-			tl.extra(i).err = errText
-		}
-		if ln.attempts > 1 {
-			if s.RetryCounts == nil {
-				s.RetryCounts = make(map[string]int)
-			}
-			s.RetryCounts[rt.name] = int(ln.attempts) - 1
-		}
-		var failedNow bool
-		switch ln.status {
-		case lsSkipped, lsNotDue:
-			e.serveFallback(s, tl, rt, ti, tickStart, false, false)
-			continue
-		case lsRetried, lsProbeOK:
-			continue // success: the retry count is all there is to do
-		case lsBusy:
-			failedNow = true
-			// An abort policy's failures record nothing on the breaker (DESIGN, step 6).
-			if p := rt.br.Acquire(); p.Allowed() && rt.planned.Policy != tiers.Abort {
-				rt.br.Failure(p, fault.KindTransient)
-			} else {
-				rt.br.Release(p)
-			}
-			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
-		case lsOpen:
-			failedNow = rt.spec.OnOpen == tiers.Fail || ti == 0
-			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
-		case lsUnstarted:
-			// The runners were all stuck: the module was never started before the deadline.
-			ln.status = lsTimedOut
-			rt.br.Release(rt.w.permit)
-			failedNow = rt.planned.Policy != tiers.Abort
-			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
-		case lsTimedOut:
-			// Abandoned: the module ignored its context. Its late result is discarded.
-			ln.latency = tEnd.Sub(tStart)
-			failedNow = rt.planned.Policy != tiers.Abort
-			if failedNow {
-				rt.br.Failure(rt.w.permit, fault.KindTransient)
-			} else {
-				rt.br.Release(rt.w.permit)
-				out.abort, out.abortBy = true, rt.name
-			}
-			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
-			for _, h := range e.hooks {
-				if h.OnAbandon != nil {
-					h.OnAbandon(rt.name, id)
-				}
-			}
-		default: // ran and did not succeed: failed, probe_failed, or ok with a control kind
-			kind, p := e.kinds[i], rt.w.permit
-			switch {
-			case kind == fault.KindControl:
-				rt.br.Release(p)
-				e.serveFallback(s, tl, rt, ti, tickStart, false, false)
-				continue
-			case rt.planned.Policy == tiers.Abort:
-				rt.br.Release(p)
-				out.abort, out.abortBy = true, rt.name
-			case kind == fault.KindCanceled:
-				rt.br.Release(p)
-			default:
-				rt.br.Failure(p, kind)
-				failedNow = true
-			}
-			e.serveFallback(s, tl, rt, ti, tickStart, true, true)
-		}
-		if failedNow {
-			switch rt.planned.Policy {
-			case tiers.FailFast:
-				out.failed = true
-			case tiers.Abort:
-				out.abort, out.abortBy = true, rt.name
-			}
-			if ti == 0 && rt.planned.Policy != tiers.Abort && !out.safetyFailed {
-				out.safetyFailed = true
-				out.safetyReason = rt.name + ": " + string(lineStatuses[ln.status])
-				if errText != "" {
-					out.safetyReason += ": " + errText
-				}
-			}
-		}
+		tr.settleModule(&out, int(j), tEnd)
 	}
-
-	ts.ElapsedMs = blackboard.Millis(tEnd.Sub(tStart))
-	if timedOut {
+	ts.ElapsedMs = blackboard.Millis(tEnd.Sub(tr.start))
+	if timedOut || tr.budgetExhausted.Load() {
 		ts.BudgetExhausted = true
+		s.BudgetViolations = append(s.BudgetViolations, tr.seg.st.cfg.Tiers[tr.tier].Name)
 	}
-	if ts.BudgetExhausted {
-		s.BudgetViolations = append(s.BudgetViolations, tier.Name)
-	}
-	ts.Status = faultsummary.TierOK
-	if out.failed {
-		ts.Status = faultsummary.TierFailed
-	} else {
-		for _, j := range exc {
-			if !tl.recs[mods[j].idx].status.nominal() {
-				ts.Status = faultsummary.TierDegraded
-			}
-		}
-	}
+	ts.Status = out.Status()
 	return out, tEnd
 }
 
@@ -441,11 +244,10 @@ const kernelMargin = 2 * time.Millisecond
 //
 // Why: Go's timers wake up to a millisecond late (see package ktimer), and how late depends
 // on when the runtime last went to sleep, which the runners and modules' goroutines move
-// about. In the deadline benchmark (BENCHMARKS.md, "Deadline adherence") a tier whose
-// module ignores its context was taken 0.40–0.70 ms past its 50 ms budget at the median on
-// Go timers alone, against 0.33–0.45 ms for plain Go's context.WithTimeout; finishing on a
-// timerfd, 0.10–0.16 ms. It costs a system call to arm and one to disarm, and only waits
-// that come within kernelMargin of their deadline pay them.
+// about; finishing the wait on a timerfd keeps a tier whose module ignores its context
+// closer to its deadline (BENCHMARKS.md, "Deadline adherence"). It costs a system call to
+// arm and one to disarm, and only waits that come within kernelMargin of their deadline
+// pay them.
 func (e *Engine) kernelTimer() *ktimer.Timer {
 	if e.kt != nil || !e.mayKernelTimer() {
 		return e.kt
@@ -544,13 +346,7 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 	}
 	for {
 		cur := seg.cur.Load()
-		d := cur.deadline.Sub(now) - seg.margin
-		// A runner may go on to a later tier with an earlier deadline while the engine
-		// sleeps; such a tier starts after now, so its deadline is at least now plus its
-		// budget. Waking by then at the latest, the engine never sleeps past it.
-		if b, ok := seg.minBudgetAfter(cur.tier); ok && d > b {
-			d = b
-		}
+		d := seg.sleepFor(cur, now)
 		if d > 0 && !precise && e.mayKernelTimer() {
 			if d > kernelMargin {
 				d -= kernelMargin // the Go timer's part, ending kernelMargin early
@@ -562,41 +358,15 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 			}
 		}
 		if d > 0 {
-			if e.timer == nil {
-				e.timer = e.clock.NewTimer(d)
-			} else {
-				e.timer.Reset(d)
-			}
-			if spin {
-				spin = false
-				if e.spinWait(seg, now, d) {
-					e.timer.Stop() // a channel timer: nothing to drain since Go 1.23
-					return seg.end, false
-				}
-			}
-			select {
-			case <-seg.done:
-				if !e.timer.Stop() {
-					select {
-					case <-e.timer.C():
-					default:
-					}
-				}
+			if e.timerWait(seg, now, d, spin) {
 				return seg.end, false
-			case <-e.timer.C():
 			}
+			spin = false
 			now = e.clock.Now()
 			continue // the segment may have moved on to a later tier meanwhile
 		}
-		if precise {
-			for seg.cur.Load() == cur && e.clock.Now().Before(cur.deadline) {
-				select {
-				case <-seg.done:
-					return seg.end, false
-				default:
-				}
-				runtime.Gosched()
-			}
+		if precise && e.spinToDeadline(seg, cur) {
+			return seg.end, false
 		}
 		select {
 		case <-seg.done:
@@ -612,17 +382,69 @@ func (e *Engine) wait(seg *segment, first *tierRun) (tr *tierRun, timedOut bool)
 	}
 }
 
+// sleepFor returns how long the engine may sleep from now while cur is the segment's
+// tier: until its deadline less the precise margin. A runner may go on to a later tier
+// with an earlier deadline while the engine sleeps; such a tier starts after now, so its
+// deadline is at least now plus its budget. Waking by then at the latest, the engine never
+// sleeps past it.
+func (seg *segment) sleepFor(cur *tierRun, now time.Time) time.Duration {
+	d := cur.deadline.Sub(now) - seg.margin
+	if b, ok := seg.minBudgetAfter(cur.tier); ok && d > b {
+		d = b
+	}
+	return d
+}
+
+// timerWait waits on the engine's Go timer for d from now, spinning first if spin is set
+// (see spinWait), and reports whether the segment handed a tier back meanwhile.
+func (e *Engine) timerWait(seg *segment, now time.Time, d time.Duration, spin bool) bool {
+	if e.timer == nil {
+		e.timer = e.clock.NewTimer(d)
+	} else {
+		e.timer.Reset(d)
+	}
+	if spin && e.spinWait(seg, now, d) {
+		e.timer.Stop() // a channel timer: nothing to drain since Go 1.23
+		return true
+	}
+	select {
+	case <-seg.done:
+		if !e.timer.Stop() {
+			select {
+			case <-e.timer.C():
+			default:
+			}
+		}
+		return true
+	case <-e.timer.C():
+		return false
+	}
+}
+
+// spinToDeadline yields the processor until cur's deadline while cur is the segment's
+// tier (precise timing), and reports whether the segment handed a tier back meanwhile.
+func (e *Engine) spinToDeadline(seg *segment, cur *tierRun) bool {
+	for seg.cur.Load() == cur && e.clock.Now().Before(cur.deadline) {
+		select {
+		case <-seg.done:
+			return true
+		default:
+		}
+		runtime.Gosched()
+	}
+	return false
+}
+
 // spinWait polls for the segment to hand a tier back for up to engineSpin from now, or d
 // if that is sooner, yielding the processor between polls (runtime.Gosched), and reports
 // whether it did. The runner that ends a segment wakes an engine parked on it; with
-// another P idle, that readies the engine on an idle thread, which here cost the runner
-// 1–11 µs of system call (a wake-up across vCPUs; the figure depends on the host) before
-// the engine could run. An engine that polls is woken by no one: it runs on the other P,
+// another P idle, that readies the engine on an idle thread, a system call on the runner's
+// path before the engine can run. An engine that polls is woken by no one: it runs on the other P,
 // or waits in the global run queue until the runner yields its own.
 //
 // That wait has no bound of its own: a module that keeps the runner's P busy while
 // ignoring its context (the other P asleep) would hold the engine until the runtime
-// preempts it, 10 ms on. The engine's timer is no help there, as a channel timer is kept
+// preempts it. The engine's timer is no help there, as a channel timer is kept
 // only while a goroutine blocks on it; so a timer with a function (always kept) falls
 // due with it, d from now, when the engine would have woken had it parked: its firing
 // takes an idle P, which then runs the engine from the run queue.
@@ -637,49 +459,19 @@ func (e *Engine) spinWait(seg *segment, now time.Time, d time.Duration) bool {
 	return ended
 }
 
-// safetyHealthy reports whether every safety module that was due succeeded: the ticks
-// that count towards leaving emergency mode.
-func safetyHealthy(tl *tickLines, mods []*modRT) bool {
-	for _, rt := range mods {
-		if !tl.recs[rt.idx].status.nominal() {
-			return false
-		}
-	}
-	return true
-}
-
-func (e *Engine) evalEmergency(st *state, id uint64, failed, healthy bool, reason string) {
-	em := &e.em
-	now := e.clock.Now()
-	if !em.active {
-		if failed {
-			*em = emergencyState{active: true, since: id, reason: reason, latched: st.cfg.Emergency.Latch, endedTick: em.endedTick}
-			e.emergencyEvent(faultsummary.EmergencyEvent{Entered: true, TickID: id, Reason: reason, Latched: em.latched, At: now})
-		}
-		return
-	}
-	if failed || !healthy {
-		em.healthy = 0
-		if failed && st.cfg.Emergency.Latch {
-			// A reset acknowledges the emergency only for a safety tier that then stays
-			// healthy: a failure after it latches the emergency again (README, "Emergency").
-			em.latched = true
-		}
-		return
-	}
-	em.healthy++
-	if !em.latched && em.healthy >= st.cfg.Emergency.RecoverAfter {
-		em.active = false
-		em.endedTick = id
-		e.emergencyEvent(faultsummary.EmergencyEvent{Entered: false, TickID: id, Reason: em.reason, At: now})
+// evalEmergency moves the emergency state machine on the safety tier's outcome.
+func (e *Engine) evalEmergency(st *state, id uint64, out tierOutcome) {
+	next, change := e.em.Next(decide.SafetyTick{Tick: id, Failed: out.SafetyFailed, Healthy: out.Healthy(),
+		Reason: out.safetyReason}, decide.EmergencyConfig{Latch: st.cfg.Emergency.Latch, RecoverAfter: st.cfg.Emergency.RecoverAfter})
+	e.em = next
+	switch change {
+	case decide.Entered:
+		e.emergencyEvent(faultsummary.EmergencyEvent{Entered: true, TickID: id, Reason: next.Reason, Latched: next.Latched, At: e.clock.Now()})
+	case decide.Left:
+		e.emergencyEvent(faultsummary.EmergencyEvent{Entered: false, TickID: id, Reason: next.Reason, At: e.clock.Now()})
 	}
 }
 
 func (e *Engine) emergencyEvent(ev faultsummary.EmergencyEvent) {
-	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventEmergency, Emergency: &ev})
-	for _, h := range e.hooks {
-		if h.OnEmergency != nil {
-			h.OnEmergency(ev)
-		}
-	}
+	e.emit(event{kind: evEmergency, tick: ev.TickID, emergency: ev})
 }

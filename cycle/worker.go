@@ -3,7 +3,6 @@ package cycle
 import (
 	"context"
 	"math"
-	"reflect"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
+	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/retrybudget"
@@ -44,28 +44,25 @@ const (
 	// chunk is small so that a runner soon knows what a module costs (see scale). Later
 	// chunks hold about chunkWork of modules at the first chunk's pace, at most maxChunk:
 	// two runners on a tier of trivial modules contend for the claim and admit counters
-	// once a chunk: a second runner shortened ticks of 5000 trivial modules by 14% with
-	// chunks of 8, 18% with chunks of 32 and 31% with chunks of 64 (BenchmarkTick,
-	// alternated with the build before), while modules that compute for µs keep chunks
-	// of 8, which share them out evenly between runners.
+	// once a chunk, so larger chunks let a second runner shorten a tick of trivial modules
+	// more (BenchmarkTick), while modules that compute for microseconds keep small chunks,
+	// which share them out evenly between runners.
 	claimChunk = 8
 	maxChunk   = 64
 	chunkWork  = 16 * time.Microsecond
 	// helpWork is the work a runner does alone: a tier starts with one runner, which wakes
-	// another after its first chunk only when what is left looks longer than this. A
-	// woken runner on an idle core starts tens of µs later on a VM, as long as a small
-	// tier takes. Trivial modules are helped too: on the Intel Xeon measured last, a
-	// second runner made ticks of 5000 trivial modules 23–31% shorter (not 50%: the cores
-	// contend for the tier's counters and lines), where on the AMD EPYC of earlier rounds
-	// it had made them 11–16% longer; modules that compute for 1–10 µs gain 6–58%
-	// (BenchmarkTickWork).
+	// another after its first chunk only when what is left looks longer than this: a
+	// woken runner on an idle core starts about as late as a small tier takes. Large tiers
+	// of trivial modules are helped too, though less than the second core would suggest
+	// (the cores contend for the tier's counters and lines), and the gain depends on the
+	// host (BenchmarkTick, BenchmarkTickWork).
 	helpWork = 50 * time.Microsecond
 	// engineSpin and runnerSpin bound the spinning of a hand-off with precise timing: the
 	// engine spins at most engineSpin for a segment to end when the last one it waited
 	// for ended within that, and an idle runner at most runnerSpin for its next job when
 	// its last one came within that (see Engine.spinWait and pool.next). Segments longer
 	// than engineSpin, and jobs further apart than runnerSpin, park at once: their
-	// wake-up, 1–11 µs here, is a small part of them.
+	// wake-up is a small part of them.
 	engineSpin = 250 * time.Microsecond
 	runnerSpin = 50 * time.Microsecond
 	// reanchor is how long a runner times modules one after another from the processor's
@@ -218,7 +215,7 @@ func (tr *tierRun) ended(chain bool) *tierRun {
 	tr.closed.Store(true) // a runner woken late finds nothing left to do
 	seg := tr.seg
 	out, now := tr.settle(nil, false)
-	if chain && !seg.emergency && !out.failed && !out.abort && !out.safetyFailed && tr.tier+1 < len(seg.st.cfg.Tiers) {
+	if chain && !seg.emergency && !out.Decisive() && tr.tier+1 < len(seg.st.cfg.Tiers) {
 		if tr.excN.Load() > 0 {
 			now = tr.e.clock.Now() // the next tier's budget starts after the exceptions
 		}
@@ -304,9 +301,9 @@ func worthHelp(left int64, perModule time.Duration) bool {
 // The check repeats every stallCheck until the modules are admitted or the deadline
 // (less margin) is near. The runner that admits the last module ends the watch, and
 // stops the timer if the tier waits for modules on their own goroutines: the engine's own
-// wait is then a single timer to the deadline. A check that woke the process 1 ms into
-// every tier moved the phase of that final timer sleep on the netpoller's millisecond
-// grid, and made coarse deadlines about 0.3 ms later than a plain timer's.
+// wait is then a single timer to the deadline. A check that woke the process a stallCheck
+// into every tier moved the phase of that final timer sleep on the netpoller's millisecond
+// grid, and made coarse deadlines later than a plain timer's.
 func (tr *tierRun) watchStall(now time.Time, margin time.Duration) {
 	if tr.admitted.Load() >= int64(len(tr.mods)) || tr.deadline.Sub(now)-margin <= stallCheck {
 		return
@@ -324,8 +321,8 @@ func (tr *tierRun) stopStall() { tr.e.stall.stop(tr, tr.dispatched.Load()) }
 //
 // The timer is armed once for a run of tiers, not once per tier: arming a Go timer that
 // falls due before every other one wakes the thread in the network poller or an idle P
-// (runtime.wakeNetPoller), and each of five tiers arming and stopping it cost about a
-// tenth of a tick of five trivial modules (BenchmarkTick since: N=5 0.86×, N=500 0.97×).
+// (runtime.wakeNetPoller), and five tiers arming and stopping it each were a visible part
+// of a tick of five trivial modules (BenchmarkTick N=5).
 // A watch that replaces another leaves the timer as it is, since it falls due no later
 // than the new watch's check (checks are due stallCheck after a watch starts, and watches
 // start in time order); a check that comes early re-arms the timer for the rest. A tier
@@ -495,8 +492,7 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 						late = append(late, int32(j))
 						break
 					}
-					ln.status = lsUnstarted
-					tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errUnstarted
+					ln.late = decide.Unstarted
 					w.permit = breaker.Permit{}
 					late = append(late, int32(j))
 					break
@@ -512,9 +508,8 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 					continue
 				}
 				ln := &tr.l.recs[rt.idx]
-				ln.status = lsTimedOut
+				ln.late = decide.Abandoned
 				ln.attempts = w.attempts.Load()
-				tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errAbandoned
 				tr.budgetExhausted.Store(true)
 				late = append(late, int32(j))
 			}
@@ -633,24 +628,14 @@ const (
 	dispatched        // handed to its dedicated goroutine, which reports it
 )
 
-// preAdmit decides the outcomes that do not need the breaker or a run: an emergency-only
-// module outside emergency mode is skipped, a multi-rate module not due this tick is
-// not_due, a module whose run of an earlier tick has not returned (busy set) is busy. It
-// reports whether it decided. A fault is left in the engine's kinds and errs, which the
-// line takes once the tier is over (settle).
+// preAdmit decides the refusals that do not need the breaker (decide.Admit): an
+// emergency-only module outside emergency mode, a multi-rate module not due this tick, a
+// module whose run of an earlier tick has not returned. It records the refusal on the line
+// and reports whether there was one.
 func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
-	switch {
-	case rt.spec.Emergency && !tr.emergency:
-		ln.status = lsSkipped
-	case rt.spec.Every > 1 && tr.tick%uint64(rt.spec.Every) != 0: // EveryN, without a division for most modules
-		ln.status = lsNotDue
-	case busy:
-		ln.status = lsBusy
-		tr.e.kinds[rt.idx], tr.e.errs[rt.idx] = fault.KindTransient, errBusy
-	default:
-		return false
-	}
-	return true
+	ln.refusal = decide.Admit(decide.Gate{Tick: tr.tick, Every: rt.spec.Every, EmergencyOnly: rt.spec.Emergency,
+		Emergency: tr.emergency, Busy: busy})
+	return ln.refusal != decide.NotRefused
 }
 
 // process admits module j of tr and runs it inline or dispatches it. t is when its work
@@ -676,18 +661,12 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		// Lost to another admission (caught above next time round), to the engine at the
 		// deadline (likewise), or to a late run clearing its busy bit: look again.
 	}
-	e := tr.e
 	ln := tr.l.init(rt)
-	i := rt.idx
 	switch {
 	case tr.preAdmit(rt, ln, busy != 0):
 	default:
 		p := rt.br.Acquire()
-		if !p.Allowed() {
-			ln.status = lsOpen
-			if rt.spec.OnOpen == tiers.Fail {
-				e.kinds[i], e.errs[i] = fault.KindControl, errOpenFail
-			}
+		if ln.refusal = decide.AdmitBreaker(p.Allowed()); ln.refusal != decide.NotRefused {
 			break
 		}
 		w.permit = p
@@ -698,7 +677,7 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		}
 		if !w.dispatch(tr) {
 			rt.br.Release(p) // the Done store below clears the busy bit
-			ln.status = lsSkipped
+			ln.refusal = decide.Stopped
 			break
 		}
 		if !tr.dispatched.Load() {
@@ -725,7 +704,8 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 func (w *worker) execute(tr *tierRun, at clock.Stamp) clock.Stamp {
 	rt := w.mod.Load()
 	if w.inFor != rt { // a new runtime (first run, or a reload): check the input still fits
-		if w.inFor == nil || !sameModule(w.m, rt.mod) || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
+		// A worker serves one implementation (see instance): only the spec may have changed.
+		if w.inFor == nil || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
 			w.in.Init(w.e.board, *rt.spec, rt.planned.TierIndex)
 			w.m = rt.mod
 		}
@@ -784,7 +764,7 @@ func (w *worker) execute(tr *tierRun, at clock.Stamp) clock.Stamp {
 
 // succeeded sets the result of a run whose first attempt succeeded, field by field:
 // assigning a whole Result is a typed copy with a bulk write barrier while the collector
-// marks (2% of a trivial module), and Err is written only when an earlier run left one.
+// marks, and Err is written only when an earlier run left one.
 func (r *result) succeeded() {
 	if r.res.Err != nil {
 		r.res.Err = nil
@@ -815,24 +795,25 @@ func (w *worker) clearBusy() { w.swapPhase(func(old uint64) uint64 { return old 
 // busy reports whether a run of the module is in flight.
 func (w *worker) busy() bool { return phaseBusy(w.phase.Load()) != 0 }
 
-// report commits and fills the summary line of a run that returned in time. A fault is
-// left in the engine's kinds and errs (the line takes it once the tier is over).
+// report fills the summary line of a run that returned (in time or not) with its facts,
+// and commits it if the verdict is a success: breaker, last-known-good, blackboard. Any
+// other verdict is left to whoever settles the tier.
 func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) {
 	r := &w.res
-	e := w.e
-	i := rt.idx
-	ln := &tr.l.recs[i]
+	ln := &tr.l.recs[rt.idx]
 	ln.attempts = int32(r.res.Attempts)
 	ln.latency = d
 	if r.res.BudgetExhausted {
 		tr.budgetExhausted.Store(true)
 	}
-	probe := w.permit.Kind() == breaker.Probe
-	kind := r.res.Kind
-	if r.res.Err != nil { // a success leaves them as the tick's start cleared them (no shared cache line written)
-		e.kinds[i], e.errs[i] = kind, r.res.Err
+	if w.permit.Kind() == breaker.Probe {
+		ln.flags |= lineProbe
 	}
-	if !end.Before(tr.deadline) {
+	if r.res.Err != nil { // a success leaves them as the tick's start cleared them
+		ln.kind, ln.flags = r.res.Kind, ln.flags|lineFailed
+	}
+	switch {
+	case !end.Before(tr.deadline):
 		// It returned at or after the deadline, before the engine got round to abandoning
 		// it (a late wake-up, or, on a clock that stands still while goroutines run, the
 		// same instant): the result is late all the same, and discarded, as the engine
@@ -840,61 +821,22 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 		// budget and the engine's own wait. This comes first also for a run that never
 		// started because its runner reached it at or after the deadline: the engine,
 		// finding it running then, abandons it, and the two must not differ.
-		ln.status = lsTimedOut
-		e.kinds[i], e.errs[i] = fault.KindTransient, errAbandoned
+		ln.late = decide.Abandoned
 		tr.budgetExhausted.Store(true)
+	case r.res.Attempts == 0 && r.res.Err != nil:
+		// Not started: its tier's context was done already (the tick cancelled, or the
+		// engine took the tier), or the runner reached it at or after the deadline.
+		ln.late = decide.Unstarted
+	}
+	v := decide.Judge(ln.outcome(), rt.policy)
+	if v.Breaker == decide.Success && ln.late == decide.InTime {
+		w.commit(tr, rt, ln, end)
+	}
+	if !v.Plain(r.res.Attempts) {
 		tr.exception(rt.tierPos)
 		return
 	}
-	if r.res.Attempts == 0 && r.res.Err != nil {
-		// Not started: its tier's context was done already, or the runner reached it at or
-		// after the deadline. Not a run, and not the module's failure. If the tick was
-		// cancelled (the retry budget classified the refusal canceled), it failed as
-		// canceled: nothing recorded on its breaker, no emergency mode from the safety
-		// tier. Otherwise the deadline or the engine came first: unstarted, which the tier
-		// settles as timed out.
-		if r.res.Kind == fault.KindCanceled {
-			ln.status = lsFailed
-			e.kinds[i], e.errs[i] = fault.KindCanceled, errTickCanceled
-		} else {
-			ln.status = lsUnstarted
-			e.kinds[i], e.errs[i] = fault.KindTransient, errUnstarted
-		}
-		tr.exception(rt.tierPos)
-		return
-	}
-	if r.res.Err != nil {
-		ln.status = lsFailed
-		if kind == fault.KindControl {
-			ln.status = lsOK
-		} else if probe {
-			ln.status = lsProbeFailed
-		}
-		tr.exception(rt.tierPos)
-		return
-	}
-	rt.br.Success(w.permit)
-	seq := rt.lslot.PutValue(r.value, rt.name, tr.tick, end)
-	e.board.SetLive(rt.bslot, rt.lslot, tr.tier, r.readStale)
-	ln.seq, ln.written, ln.flags = seq, end.UnixNano(), lineLive
-	if r.readStale {
-		ln.flags |= lineDerived
-	}
-	if r.value != nil {
-		tr.l.vals[i] = r.value
-	}
-	switch {
-	case probe:
-		ln.status = lsProbeOK
-		if r.res.Attempts > 1 {
-			tr.exception(rt.tierPos) // for retry_counts
-		}
-	case r.res.Attempts > 1:
-		ln.status = lsRetried
-		tr.exception(rt.tierPos)
-	default:
-		ln.status = lsOK
-	}
+	ln.status = v.Status
 }
 
 // attempt runs the module once, recovering a panic as an internal fault.
@@ -982,8 +924,8 @@ func (p *pool) loop(r *runner) {
 // spinning on (see Engine.wait) it first polls for up to runnerSpin, yielding the processor
 // between polls, if its last job came within that: an engine that starts the next tier or
 // tick back to back then finds the runner running, where waking a parked one readies it on
-// an idle thread, which here cost the engine 1–11 µs of system call before the runner could
-// start on its own core. A runner whose jobs come further apart (ticks on a period) parks
+// an idle thread, a system call on the engine's path before the runner can start on its
+// own core. A runner whose jobs come further apart (ticks on a period) parks
 // at once, and times the wait to know when to spin again.
 func (p *pool) next(r *runner) (job runJob, ok bool) {
 	if !p.spin.Load() {
@@ -1101,27 +1043,6 @@ func (p *pool) close() {
 func newPool(e *Engine) *pool {
 	n := runtime.GOMAXPROCS(0)
 	return &pool{e: e, procs: n, maxIdle: 2 * n}
-}
-
-// sameModule reports whether a and b are the same implementation. Module values need not
-// be comparable (a tiers.ModuleFunc is a func): funcs compare by code pointer, other
-// uncomparable values never compare equal.
-func sameModule(a, b tiers.Module) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta != tb {
-		return false
-	}
-	if ta.Comparable() {
-		return a == b
-	}
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	if va.Kind() == reflect.Func {
-		return va.Pointer() == vb.Pointer()
-	}
-	return false
 }
 
 func sameKeys(a, b []string) bool {

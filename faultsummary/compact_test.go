@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 
@@ -301,4 +302,49 @@ func BenchmarkHistoryCompact(b *testing.B) {
 		ss[i].SetLines(lines)
 	}
 	appendEach(b, NewHistory(3), ss)
+}
+
+// A steady state of failures that repeat their lines (breakers that stay open, nothing
+// served) shares the kept lines between compacted summaries; a line that changes, or one
+// that serves a value, gets lines of its own, and every summary reads back as appended.
+func TestHistorySharesRepeatedLines(t *testing.T) {
+	open := func(id uint64, variant string) *Summary {
+		s := compactFixture(id, 20)
+		ms := slices.Clone(s.Modules())
+		ms[3] = Module{Name: "m3", Tier: "t", Breaker: "m3", Status: StatusOpen, CircuitState: "open" + variant,
+			Served: Served{Key: "m3.result", Source: blackboard.None}}
+		for i := range ms {
+			if ms[i].Status == StatusFailed { // the fixture's rotating failure: make it plain
+				ms[i] = compactFixture(id+1, 20).Modules()[i]
+			}
+		}
+		s.SetModules(ms)
+		return s
+	}
+	h := NewHistory(KeepWhole + 4)
+	var orig []*Summary
+	for id := uint64(1); id <= KeepWhole+4; id++ {
+		v := ""
+		if id == 3 {
+			v = "x" // a line that differs: not shared
+		}
+		s := open(id, v)
+		orig = append(orig, s)
+		h.Append(s)
+	}
+	h.mu.RLock()
+	c1, c2, c3, c4 := h.ring[0], h.ring[1], h.ring[2], h.ring[3]
+	h.mu.RUnlock()
+	if !c1.Compacted || !c4.Compacted || len(c1.lines) != 1 {
+		t.Fatalf("compaction: %v %v %d lines kept", c1.Compacted, c4.Compacted, len(c1.lines))
+	}
+	if &c1.lines[0] != &c2.lines[0] || &c3.lines[0] == &c2.lines[0] || &c4.lines[0] == &c2.lines[0] {
+		t.Fatal("repeated lines must be shared, and only those")
+	}
+	for id := uint64(1); id <= 4; id++ {
+		got, _ := h.Get(id)
+		if m := got.Modules()[3]; m != orig[id-1].Modules()[3] {
+			t.Fatalf("tick %d: line %+v, want %+v", id, m, orig[id-1].Modules()[3])
+		}
+	}
 }

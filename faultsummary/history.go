@@ -43,6 +43,10 @@ type History struct {
 
 	roster *roster // the roster of the last compaction; used by Append only (one writer)
 	kept   []int32 // the positions the last compaction kept; used by Append only
+	// The kept lines of the last compaction and their positions, shared read-only by every
+	// compacted summary whose kept lines are the same (see compact); used by Append only.
+	lastLines []Module
+	lastIdx   []int32
 }
 
 // NewHistory returns a history that keeps the last n summaries (n < 1 means 1).
@@ -150,14 +154,46 @@ func (h *History) compact(s *Summary) *Summary {
 		}
 	}
 	h.kept = kept
-	if len(kept) > 0 {
+	switch {
+	case len(kept) == 0:
+	case h.sameKept(s, kept):
+		// A steady state of failures (breakers that stay open, nothing served) repeats its
+		// lines tick after tick: the compacted summaries share them instead of a copy each.
+		c.lines, p.idx = h.lastLines, h.lastIdx
+	default:
 		c.lines, p.idx = make([]Module, len(kept)), slices.Clone(kept)
 		for j, i := range kept {
 			s.ModuleInto(int(i), &c.lines[j]) // ModuleAt would build each line on the heap first
 		}
+		h.lastLines, h.lastIdx = c.lines, p.idx
 	}
 	c.packed = p
 	return &c
+}
+
+// sameKept reports whether the lines of s at the positions kept are those the last
+// compaction kept, at the same positions.
+func (h *History) sameKept(s *Summary, kept []int32) bool {
+	if !slices.Equal(kept, h.lastIdx) {
+		return false
+	}
+	var m Module
+	for j, i := range kept {
+		s.ModuleInto(int(i), &m)
+		if !sameLine(&m, &h.lastLines[j]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameLine reports whether a and b are the same line. A line that serves a value is never
+// the same as another (values need not be comparable, and a value is never shared).
+func sameLine(a, b *Module) bool {
+	if a.Served.Value != nil || b.Served.Value != nil {
+		return false
+	}
+	return *a == *b
 }
 
 func (r *roster) matches(s *Summary) bool {

@@ -84,6 +84,32 @@ const (
 // Produced reports whether the status means the module produced a value this tick.
 func (s Status) Produced() bool { return s == StatusOK || s == StatusRetried || s == StatusProbeOK }
 
+// Nominal reports whether the status is not a degradation of its tier or its tick: a
+// success, a module not due, or one skipped (its tier, or an emergency-only module outside
+// emergency mode; a skipped tier is a degradation of its own). The one definition of
+// "nominal": the engine and the invariant checker ask here.
+func (s Status) Nominal() bool {
+	switch s {
+	case StatusOK, StatusRetried, StatusProbeOK, StatusNotDue, StatusSkipped:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the module statuses above.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusOK, StatusRetried, StatusFailed, StatusTimedOut, StatusBusy, StatusOpen, StatusProbeOK,
+		StatusProbeFailed, StatusSkipped, StatusNotDue:
+		return true
+	}
+	return false
+}
+
+// Failing reports whether the status is a failure of the module: a valid status that is
+// not nominal.
+func (s Status) Failing() bool { return s.Valid() && !s.Nominal() }
+
 // Ran reports whether the module was started this tick.
 func (s Status) Ran() bool {
 	switch s {
@@ -354,11 +380,7 @@ func (s *Summary) ComputeSeverity() Severity {
 		return Degraded
 	}
 	for i, n := 0, s.NumModules(); i < n; i++ {
-		switch s.moduleStatus(i) {
-		case StatusOK, StatusRetried, StatusProbeOK, StatusNotDue:
-		case StatusSkipped:
-			// an emergency-only module outside emergency is normal
-		default:
+		if !s.moduleStatus(i).Nominal() {
 			return Degraded
 		}
 	}

@@ -116,14 +116,14 @@ func (b *book) configFor(s *faultsummary.Summary) (check.Config, string, error) 
 	if err := ps.Err(); err != nil {
 		return check.Config{}, "", fmt.Errorf("tick %d: configuration does not validate: %w", s.TickID, err)
 	}
-	return check.FromEngine(v.cfg, plan), marker, nil
+	return cycle.CheckConfig(v.cfg, plan), marker, nil
 }
 
 // variantConfig returns the checker configuration of a variant without runtime modules.
 func (b *book) variantConfig(marker string) check.Config {
 	v := b.variants[marker]
 	plan, _ := cycle.Validate(v.cfg, v.regs)
-	return check.FromEngine(v.cfg, plan)
+	return cycle.CheckConfig(v.cfg, plan)
 }
 
 // opLog orders operator actions (breaker and emergency resets) with the summaries: an

@@ -92,8 +92,8 @@ const DefaultTolerance = 2 * time.Millisecond
 // (timing, lastgood_age, breaker_cooldown): times decoded from JSON are wall times.
 func WithTolerance(d time.Duration) Option { return func(c *Checker) { c.tol = d } }
 
-// Checker checks a sequence of summaries, fed in tick order, against the invariants of
-// DESIGN.md. It is stateful and not safe for concurrent use.
+// Checker checks a sequence of summaries, fed in tick order, against the invariants the
+// package documentation lists. It is stateful and not safe for concurrent use.
 type Checker struct {
 	cfg  Config
 	tol  time.Duration
@@ -325,30 +325,6 @@ func produced(m *faultsummary.Module) bool {
 	return false
 }
 
-// failingStatus reports the statuses that are failures of the module.
-func failingStatus(st faultsummary.Status) bool {
-	switch st {
-	case faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy,
-		faultsummary.StatusOpen, faultsummary.StatusProbeFailed:
-		return true
-	}
-	return false
-}
-
-// nominal reports the statuses that do not degrade a tier or a tick.
-func nominal(st faultsummary.Status) bool {
-	switch st {
-	case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK,
-		faultsummary.StatusNotDue, faultsummary.StatusSkipped:
-		return true
-	}
-	return false
-}
-
-func validStatus(st faultsummary.Status) bool {
-	return nominal(st) || failingStatus(st)
-}
-
 // failedNow reports whether the line counts as the module's failure for its error policy
 // (the engine's "failed after its budget, busy, or open with on_open fail" — an open
 // breaker always counts in the safety tier).
@@ -389,7 +365,7 @@ func aborts(m *faultsummary.Module, mc *Module) (sure, maybe bool) {
 // emergency-only module outside emergency mode excepted).
 func (r *run) degraded(i int) bool {
 	m := &r.mods[i]
-	if failingStatus(m.Status) {
+	if m.Status.Failing() {
 		return true
 	}
 	if m.Status != faultsummary.StatusSkipped || !r.tierSkipped(m.TierIndex) {
@@ -456,7 +432,7 @@ func (r *run) schema() {
 	}
 	seen := map[string]bool{}
 	for _, m := range r.mods {
-		if !validStatus(m.Status) {
+		if !m.Status.Valid() {
 			r.add(RuleSchema, "module %q: status %q is not a module status", m.Name, m.Status)
 		}
 		if seen[m.Name] {
@@ -594,95 +570,107 @@ func (r *run) emergencySkips(ti int) bool {
 // structure checks which tiers ran, the tier statuses and the finish.
 func (r *run) structure() {
 	s := r.s
-	stopped, stopBy := false, ""
+	stopBy := "" // what ended the tick, once something did
 	want := faultsummary.Completed
 	for ti := range s.Tiers {
 		t := &s.Tiers[ti]
-		// Every module of a skipped tier is skipped.
-		if t.Status == faultsummary.TierSkipped {
-			for _, i := range r.byTier[ti] {
-				if m := &r.mods[i]; m.Status != faultsummary.StatusSkipped {
-					r.add(RuleSkippedTier, "module %q of skipped tier %q has status %s", m.Name, t.Name, m.Status)
-				}
-			}
-		}
-		switch {
-		case stopped:
-			if t.Status != faultsummary.TierSkipped {
-				r.add(RuleFinish, "tier %q has status %s after %s ended the tick", t.Name, t.Status, stopBy)
-			}
-			continue
-		case r.emergencySkips(ti):
-			if t.Status != faultsummary.TierSkipped {
-				r.add(RuleEmergencySkip, "tier %q has status %s in emergency mode; it is in emergency.skip_tiers", t.Name, t.Status)
-			}
-			continue
-		case t.Status == faultsummary.TierSkipped:
-			if ti > 0 && ti < len(r.c.skip) && r.c.skip[ti] {
-				r.add(RuleEmergencySkip, "tier %q skipped outside emergency mode, with nothing ending the tick before it", t.Name)
-			} else {
-				r.add(RuleFinish, "tier %q skipped with nothing ending the tick before it", t.Name)
-			}
+		if !r.tierRan(ti, t, stopBy) {
 			continue
 		}
-		// The tier ran.
-		var failed, sureAbort, maybeAbort bool
-		var abortBy, failBy string
-		degraded := false
-		for _, i := range r.byTier[ti] {
-			m := &r.mods[i]
-			if m.Status == faultsummary.StatusSkipped {
-				mc := r.cfgOf[i]
-				if mc != nil && !mc.EmergencyOnly {
-					r.add(RuleSkippedTier, "module %q has status skipped but its tier %q ran", m.Name, t.Name)
-				}
-			}
-			if !nominal(m.Status) {
-				degraded = true
-			}
-			mc := r.cfgOf[i]
-			if mc == nil {
-				continue
-			}
-			if mc.Policy == tiers.FailFast && failedNow(m, mc) && !failed {
-				failed, failBy = true, m.Name
-			}
-			sure, maybe := aborts(m, mc)
-			if sure && !sureAbort {
-				sureAbort, abortBy = true, m.Name
-			}
-			if maybe && !maybeAbort && !sureAbort {
-				maybeAbort, abortBy = true, m.Name
-			}
-		}
-		wantStatus := faultsummary.TierOK
-		switch {
-		case failed:
-			wantStatus = faultsummary.TierFailed
-		case degraded:
-			wantStatus = faultsummary.TierDegraded
-		}
-		if t.Status != wantStatus {
-			why := ""
-			if failed {
-				why = " (fail_fast module " + failBy + " failed)"
-			}
-			r.add(RuleTierStatus, "tier %q has status %s, want %s%s", t.Name, t.Status, wantStatus, why)
-		}
-		if maybeAbort && !sureAbort {
+		tr := r.ranTier(ti, t)
+		if tr.maybeAbort && !tr.sureAbort {
 			// Ambiguous: accept the engine's choice if nothing after this tier ran.
-			sureAbort = s.Finish == faultsummary.ShortCircuited && r.nothingRanAfter(ti)
+			tr.sureAbort = s.Finish == faultsummary.ShortCircuited && r.nothingRanAfter(ti)
 		}
 		switch {
-		case sureAbort:
-			stopped, stopBy, want = true, "abort by "+abortBy, faultsummary.ShortCircuited
-		case failed && ti > 0:
-			stopped, stopBy, want = true, "the failure of tier "+t.Name, faultsummary.Failed
+		case tr.sureAbort:
+			stopBy, want = "abort by "+tr.abortBy, faultsummary.ShortCircuited
+		case tr.failed && ti > 0:
+			stopBy, want = "the failure of tier "+t.Name, faultsummary.Failed
 		}
 	}
 	if s.Finish != want {
 		r.add(RuleFinish, "finish %s, want %s", s.Finish, want)
 	}
+}
+
+// tierRan checks whether tier ti (line t) was skipped as it must be (after stopBy ended
+// the tick, or by emergency mode) and only then, and reports whether it ran.
+func (r *run) tierRan(ti int, t *faultsummary.Tier, stopBy string) bool {
+	if t.Status == faultsummary.TierSkipped { // every module of a skipped tier is skipped
+		for _, i := range r.byTier[ti] {
+			if m := &r.mods[i]; m.Status != faultsummary.StatusSkipped {
+				r.add(RuleSkippedTier, "module %q of skipped tier %q has status %s", m.Name, t.Name, m.Status)
+			}
+		}
+	}
+	switch {
+	case stopBy != "":
+		if t.Status != faultsummary.TierSkipped {
+			r.add(RuleFinish, "tier %q has status %s after %s ended the tick", t.Name, t.Status, stopBy)
+		}
+	case r.emergencySkips(ti):
+		if t.Status != faultsummary.TierSkipped {
+			r.add(RuleEmergencySkip, "tier %q has status %s in emergency mode; it is in emergency.skip_tiers", t.Name, t.Status)
+		}
+	case t.Status == faultsummary.TierSkipped:
+		if ti > 0 && ti < len(r.c.skip) && r.c.skip[ti] {
+			r.add(RuleEmergencySkip, "tier %q skipped outside emergency mode, with nothing ending the tick before it", t.Name)
+		} else {
+			r.add(RuleFinish, "tier %q skipped with nothing ending the tick before it", t.Name)
+		}
+	default:
+		return true
+	}
+	return false
+}
+
+// tierOutcome is what the lines of a tier that ran say of it.
+type tierOutcome struct {
+	failed, sureAbort, maybeAbort bool
+	abortBy, failBy               string
+}
+
+// ranTier checks the lines and the status of tier ti (line t), which ran, and returns
+// whether a module failed it or aborted the tick.
+func (r *run) ranTier(ti int, t *faultsummary.Tier) tierOutcome {
+	var out tierOutcome
+	degraded := false
+	for _, i := range r.byTier[ti] {
+		m, mc := &r.mods[i], r.cfgOf[i]
+		if m.Status == faultsummary.StatusSkipped && mc != nil && !mc.EmergencyOnly {
+			r.add(RuleSkippedTier, "module %q has status skipped but its tier %q ran", m.Name, t.Name)
+		}
+		degraded = degraded || !m.Status.Nominal()
+		if mc == nil {
+			continue
+		}
+		if mc.Policy == tiers.FailFast && failedNow(m, mc) && !out.failed {
+			out.failed, out.failBy = true, m.Name
+		}
+		sure, maybe := aborts(m, mc)
+		if sure && !out.sureAbort {
+			out.sureAbort, out.abortBy = true, m.Name
+		}
+		if maybe && !out.maybeAbort && !out.sureAbort {
+			out.maybeAbort, out.abortBy = true, m.Name
+		}
+	}
+	wantStatus := faultsummary.TierOK
+	switch {
+	case out.failed:
+		wantStatus = faultsummary.TierFailed
+	case degraded:
+		wantStatus = faultsummary.TierDegraded
+	}
+	if t.Status != wantStatus {
+		why := ""
+		if out.failed {
+			why = " (fail_fast module " + out.failBy + " failed)"
+		}
+		r.add(RuleTierStatus, "tier %q has status %s, want %s%s", t.Name, t.Status, wantStatus, why)
+	}
+	return out
 }
 
 func (r *run) nothingRanAfter(ti int) bool {
@@ -842,7 +830,7 @@ func (r *run) served(i int) {
 			r.add(RuleStale, "module %q: nothing served but stale %v using_fallback %v", m.Name, sv.Stale, m.UsingFallback)
 		}
 	}
-	if m.TierIndex == 0 && failingStatus(m.Status) && sv.Source == blackboard.LastGood {
+	if m.TierIndex == 0 && m.Status.Failing() && sv.Source == blackboard.LastGood {
 		r.add(RuleSafetyClosed, "safety module %q: %s but its key is served from last_good (must fail closed)", m.Name, m.Status)
 	}
 	if mc := r.cfgOf[i]; mc != nil && mc.TTL > 0 {
@@ -893,7 +881,7 @@ func (r *run) severity() {
 		deg = deg || t.Status != faultsummary.TierOK
 	}
 	for _, m := range r.mods {
-		deg = deg || !nominal(m.Status)
+		deg = deg || !m.Status.Nominal()
 	}
 	want := faultsummary.OK
 	switch {
@@ -1073,22 +1061,7 @@ func (r *run) lastGoodAge(i int, st *modState) {
 func (r *run) emergency() {
 	c, s := r.c, r.s
 	em := s.Emergency
-	safetyFailed, by := false, ""
-	healthyTick := true // every safety module that was due succeeded
-	if len(r.byTier) > 0 {
-		for _, j := range r.byTier[0] {
-			m := &r.mods[j]
-			switch m.Status {
-			case faultsummary.StatusOK, faultsummary.StatusRetried, faultsummary.StatusProbeOK,
-				faultsummary.StatusNotDue, faultsummary.StatusSkipped:
-			default:
-				healthyTick = false
-			}
-			if mc := r.cfgOf[j]; mc != nil && mc.Policy != tiers.Abort && failedNow(m, mc) && !safetyFailed {
-				safetyFailed, by = true, m.Name+" "+string(m.Status)
-			}
-		}
-	}
+	safetyFailed, by, healthyTick := r.safetyTick()
 	if em.Active && (em.Reason == "" || em.SinceTick == 0 || em.SinceTick > s.TickID) {
 		r.add(RuleEmergencyEnter, "emergency active with reason %q since tick %d", em.Reason, em.SinceTick)
 	}
@@ -1105,45 +1078,83 @@ func (r *run) emergency() {
 	if c.started {
 		p = c.prev.em
 	}
-	R := c.cfg.Emergency.RecoverAfter
 	if !p.Active {
-		switch {
-		case safetyFailed:
-			if em.Active && (em.SinceTick != s.TickID || em.Latched != c.cfg.Emergency.Latch) {
-				r.add(RuleEmergencyEnter, "entered on a safety failure (%s) with since_tick %d latched %v, want %d %v", by, em.SinceTick, em.Latched, s.TickID, c.cfg.Emergency.Latch)
-			}
-		case em.Active:
-			r.add(RuleEmergencyEnter, "entered emergency mode without a safety failure")
-		default:
-			if em.SinceTick != p.SinceTick || em.EndedTick != p.EndedTick || (c.started && em.Reason != p.Reason) {
-				r.add(RuleEmergencyLeave, "emergency record changed outside emergency: since %d→%d ended %d→%d reason %q→%q", p.SinceTick, em.SinceTick, p.EndedTick, em.EndedTick, p.Reason, em.Reason)
-			}
-		}
+		r.emergencyFromCalm(p, safetyFailed, by)
 		return
 	}
-	// Active before: the outcome without and with an operator reset consumed now.
-	type outcome struct {
-		active, latched bool
-		healthy         int
+	r.emergencyStep(p, safetyFailed, healthyTick)
+	if em.SinceTick != p.SinceTick || em.Reason != p.Reason {
+		r.add(RuleEmergencyEnter, "emergency since_tick %d→%d reason %q→%q while it lasted", p.SinceTick, em.SinceTick, p.Reason, em.Reason)
 	}
-	step := func(latched bool, healthy int) outcome {
+	if !em.Active && em.EndedTick != s.TickID {
+		r.add(RuleEmergencyLeave, "emergency ended on tick %d but ended_tick is %d", s.TickID, em.EndedTick)
+	}
+	if em.Active && em.EndedTick != p.EndedTick {
+		r.add(RuleEmergencyLeave, "ended_tick changed %d→%d while emergency lasted", p.EndedTick, em.EndedTick)
+	}
+}
+
+// safetyTick returns whether a safety module failed this tick (and which, with its
+// status), and whether every safety module that was due succeeded.
+func (r *run) safetyTick() (failed bool, by string, healthy bool) {
+	healthy = true
+	if len(r.byTier) == 0 {
+		return false, "", true
+	}
+	for _, j := range r.byTier[0] {
+		m := &r.mods[j]
+		healthy = healthy && m.Status.Nominal()
+		if mc := r.cfgOf[j]; mc != nil && mc.Policy != tiers.Abort && failedNow(m, mc) && !failed {
+			failed, by = true, m.Name+" "+string(m.Status)
+		}
+	}
+	return failed, by, healthy
+}
+
+// emergencyFromCalm checks a tick after one outside emergency mode (p): only a safety
+// failure enters it, and the record of the last emergency is kept.
+func (r *run) emergencyFromCalm(p faultsummary.Emergency, safetyFailed bool, by string) {
+	c, s, em := r.c, r.s, r.s.Emergency
+	switch {
+	case safetyFailed:
+		if em.Active && (em.SinceTick != s.TickID || em.Latched != c.cfg.Emergency.Latch) {
+			r.add(RuleEmergencyEnter, "entered on a safety failure (%s) with since_tick %d latched %v, want %d %v", by, em.SinceTick, em.Latched, s.TickID, c.cfg.Emergency.Latch)
+		}
+	case em.Active:
+		r.add(RuleEmergencyEnter, "entered emergency mode without a safety failure")
+	default:
+		if em.SinceTick != p.SinceTick || em.EndedTick != p.EndedTick || (c.started && em.Reason != p.Reason) {
+			r.add(RuleEmergencyLeave, "emergency record changed outside emergency: since %d→%d ended %d→%d reason %q→%q", p.SinceTick, em.SinceTick, p.EndedTick, em.EndedTick, p.Reason, em.Reason)
+		}
+	}
+}
+
+// emOutcome is the emergency state the checker expects after a tick.
+type emOutcome struct {
+	active, latched bool
+	healthy         int
+}
+
+// emergencyStep checks a tick after one in emergency mode (p): the outcome without, or
+// with, an operator reset consumed now.
+func (r *run) emergencyStep(p faultsummary.Emergency, safetyFailed, healthyTick bool) {
+	c, s, em := r.c, r.s, r.s.Emergency
+	R := c.cfg.Emergency.RecoverAfter
+	step := func(latched bool, healthy int) emOutcome {
 		if safetyFailed || !healthyTick {
 			// A safety failure latches again an emergency a reset unlatched.
-			return outcome{true, latched || (safetyFailed && c.cfg.Emergency.Latch), 0}
+			return emOutcome{true, latched || (safetyFailed && c.cfg.Emergency.Latch), 0}
 		}
 		healthy++
 		if !latched && healthy >= R {
-			return outcome{false, false, healthy}
+			return emOutcome{false, false, healthy}
 		}
-		return outcome{true, latched, healthy}
+		return emOutcome{true, latched, healthy}
 	}
-	got := outcome{em.Active, em.Latched, em.HealthyTicks}
+	got := emOutcome{em.Active, em.Latched, em.HealthyTicks}
 	plain := step(p.Latched, p.HealthyTicks)
-	match := func(o outcome) bool {
-		if o.active != got.active {
-			return false
-		}
-		return !o.active || (o.latched == got.latched && o.healthy == got.healthy)
+	match := func(o emOutcome) bool {
+		return o.active == got.active && (!o.active || (o.latched == got.latched && o.healthy == got.healthy))
 	}
 	resetIdx := -1
 	for k, after := range c.emResets {
@@ -1155,28 +1166,16 @@ func (r *run) emergency() {
 	case match(plain):
 	case resetIdx >= 0 && match(step(false, 0)):
 		c.emResets = slices.Delete(c.emResets, resetIdx, resetIdx+1)
+	case plain.active && !got.active && p.Latched:
+		r.add(RuleEmergencyLeave, "latched emergency left without an operator reset")
+	case p.Latched && got.active && !got.latched:
+		r.add(RuleEmergencyLeave, "latched emergency unlatched without an operator reset")
+	case plain.active && !got.active:
+		r.add(RuleEmergencyLeave, "emergency left after %d healthy safety ticks, recover_after %d", got.healthy, R)
+	case !plain.active && got.active:
+		r.add(RuleEmergencyLeave, "emergency still active after %d consecutive healthy safety ticks, recover_after %d", plain.healthy, R)
 	default:
-		switch {
-		case plain.active && !got.active && p.Latched:
-			r.add(RuleEmergencyLeave, "latched emergency left without an operator reset")
-		case p.Latched && got.active && !got.latched:
-			r.add(RuleEmergencyLeave, "latched emergency unlatched without an operator reset")
-		case plain.active && !got.active:
-			r.add(RuleEmergencyLeave, "emergency left after %d healthy safety ticks, recover_after %d", got.healthy, R)
-		case !plain.active && got.active:
-			r.add(RuleEmergencyLeave, "emergency still active after %d consecutive healthy safety ticks, recover_after %d", plain.healthy, R)
-		default:
-			r.add(RuleEmergencyLeave, "emergency healthy_ticks %d latched %v, want %d %v", got.healthy, got.latched, plain.healthy, plain.latched)
-		}
-	}
-	if em.SinceTick != p.SinceTick || em.Reason != p.Reason {
-		r.add(RuleEmergencyEnter, "emergency since_tick %d→%d reason %q→%q while it lasted", p.SinceTick, em.SinceTick, p.Reason, em.Reason)
-	}
-	if !em.Active && em.EndedTick != s.TickID {
-		r.add(RuleEmergencyLeave, "emergency ended on tick %d but ended_tick is %d", s.TickID, em.EndedTick)
-	}
-	if em.Active && em.EndedTick != p.EndedTick {
-		r.add(RuleEmergencyLeave, "ended_tick changed %d→%d while emergency lasted", p.EndedTick, em.EndedTick)
+		r.add(RuleEmergencyLeave, "emergency healthy_ticks %d latched %v, want %d %v", got.healthy, got.latched, plain.healthy, plain.latched)
 	}
 }
 
@@ -1205,7 +1204,7 @@ func (r *run) sharedBreaker(i int) {
 	}
 	for j := range r.mods {
 		o := &r.mods[j]
-		if o.Breaker == m.Breaker && o.TierIndex < m.TierIndex && failingStatus(o.Status) {
+		if o.Breaker == m.Breaker && o.TierIndex < m.TierIndex && o.Status.Failing() {
 			return
 		}
 	}
@@ -1223,162 +1222,218 @@ func (r *run) ownBreaker(m *faultsummary.Module, mc *Module) {
 		}
 		c.brs[mc.Breaker] = b
 	}
-	C := m.CircuitState
-	resync := func() {
-		*b = brState{known: true, state: C}
-		if C == breaker.Closed.String() && produced(m) {
+	x := &brStep{r: r, b: b, m: m, set: c.cfg.Breakers[mc.Breaker], S: s.StartedAt, F: s.FinishedAt,
+		P: b.state, C: m.CircuitState, st: m.Status, kind: m.FaultKind, name: m.Name, success: produced(m)}
+	if !b.known || r.brResetWindow(mc.Breaker) {
+		x.resync()
+		return
+	}
+	x.failSure, x.failMaybe = countedFailure(m, mc, x.set)
+	notRun := x.st == faultsummary.StatusNotDue || x.st == faultsummary.StatusSkipped || x.st == faultsummary.StatusOpen
+	// Only the lazy open → half_open (any reader of the breaker's state half-opens it once
+	// the cooldown has passed) may happen on a tick the module did not run.
+	if notRun && x.C != x.P && !(x.P == brOpen && x.C == brHalf) {
+		r.add(ruleFor(x.P, x.C), "module %q: breaker went %s → %s on a tick it did not run (%s)", x.name, x.P, x.C, x.st)
+		x.resync()
+		return
+	}
+	switch x.P {
+	case brClosed:
+		x.fromClosed()
+	case brOpen, brHalf:
+		x.fromOpen()
+	default:
+		x.resync()
+	}
+}
+
+// The breaker states as the summary names them.
+var (
+	brClosed = breaker.Closed.String()
+	brOpen   = breaker.Open.String()
+	brHalf   = breaker.HalfOpen.String()
+)
+
+// countedFailure reports whether line m is surely a failure its breaker counts, or maybe
+// one (a timed-out module: an abandoned run counts, a run never started before the
+// deadline is released). An abort module's failures record nothing.
+func countedFailure(m *faultsummary.Module, mc *Module, set breaker.Settings) (sure, maybe bool) {
+	switch m.Status {
+	case faultsummary.StatusFailed, faultsummary.StatusProbeFailed:
+		sure = mc.Policy != tiers.Abort && m.FaultKind != fault.KindCanceled.String() && kindCounted(set, m.FaultKind)
+	case faultsummary.StatusBusy:
+		sure = mc.Policy != tiers.Abort && kindCounted(set, fault.KindTransient.String())
+	case faultsummary.StatusTimedOut:
+		maybe = mc.Policy != tiers.Abort && kindCounted(set, fault.KindTransient.String())
+	}
+	return sure, maybe
+}
+
+// brStep is one tick of a module's own breaker: the state before it (P) and after it (C)
+// as the module's lines show them, and what the line says happened.
+type brStep struct {
+	r                            *run
+	b                            *brState
+	m                            *faultsummary.Module
+	set                          breaker.Settings
+	S, F                         time.Time // the tick's start and finish
+	P, C                         string
+	st                           faultsummary.Status
+	kind, name                   string
+	success, failSure, failMaybe bool
+}
+
+// resync takes the breaker's state from the line, knowing nothing else of it.
+func (x *brStep) resync() {
+	*x.b = brState{known: true, state: x.C}
+	if x.C == brClosed && x.success {
+		x.b.consKnown = true
+	}
+}
+
+// setOpen records that the breaker (re-)opened within [lo, hi] (known: that is certain).
+func (x *brStep) setOpen(lo, hi time.Time, known bool) {
+	b := x.b
+	b.state = brOpen
+	b.openKnown, b.openLo, b.openHi = known, lo, hi
+	b.probeKnown, b.probeOK = true, 0
+	b.consKnown = false
+}
+
+// fromClosed checks a tick that found the breaker closed: it counts consecutive failures
+// and opens at the threshold.
+func (x *brStep) fromClosed() {
+	r, b, name, st := x.r, x.b, x.name, x.st
+	if st == faultsummary.StatusOpen || st == faultsummary.StatusProbeOK || st == faultsummary.StatusProbeFailed {
+		r.add(RuleBreakerAdmit, "module %q: %s while its breaker was closed", name, st)
+	}
+	lo, hi := b.consLo, b.consHi
+	switch {
+	case x.success:
+		lo, hi = 0, 0
+	case x.failSure:
+		lo, hi = lo+1, hi+1
+	case x.failMaybe:
+		hi++
+	}
+	switch x.C {
+	case brOpen:
+		switch {
+		case !x.failSure && !x.failMaybe:
+			r.add(RuleBreakerOpen, "module %q: breaker opened on a tick without a counted failure (%s, kind %q)", name, st, x.kind)
+		case b.consKnown && hi < x.set.FailureThreshold:
+			r.add(RuleBreakerOpen, "module %q: breaker opened after %d consecutive counted failures, threshold %d", name, hi, x.set.FailureThreshold)
+		}
+		x.setOpen(x.S, x.F, true)
+	case brHalf:
+		r.add(RuleBreakerCooldown, "module %q: breaker went closed → half_open", name)
+		x.resync()
+	default:
+		if x.failSure && b.consKnown && lo >= x.set.FailureThreshold {
+			r.add(RuleBreakerOpen, "module %q: %d consecutive counted failures reached the threshold %d but the breaker stayed closed", name, lo, x.set.FailureThreshold)
+		}
+		b.consLo, b.consHi = lo, hi
+		if x.success {
 			b.consKnown = true
 		}
 	}
-	if !b.known || r.brResetWindow(mc.Breaker) {
-		resync()
-		return
-	}
-	set := c.cfg.Breakers[mc.Breaker]
-	S, F := s.StartedAt, s.FinishedAt
-	P := b.state
-	st, kind := m.Status, m.FaultKind
-	success := produced(m)
-	var failSure, failMaybe bool
-	switch st {
-	case faultsummary.StatusFailed, faultsummary.StatusProbeFailed:
-		failSure = mc.Policy != tiers.Abort && kind != fault.KindCanceled.String() && kindCounted(set, kind)
-	case faultsummary.StatusBusy:
-		failSure = mc.Policy != tiers.Abort && kindCounted(set, fault.KindTransient.String())
-	case faultsummary.StatusTimedOut:
-		// An abandoned run counts; a run never started before the deadline is released;
-		// an abort module's failures record nothing.
-		failMaybe = mc.Policy != tiers.Abort && kindCounted(set, fault.KindTransient.String())
-	}
-	notRun := st == faultsummary.StatusNotDue || st == faultsummary.StatusSkipped || st == faultsummary.StatusOpen
-	closed, open, half := breaker.Closed.String(), breaker.Open.String(), breaker.HalfOpen.String()
-	name := m.Name
+}
 
-	// Only the lazy open → half_open (any reader of the breaker's state half-opens it once
-	// the cooldown has passed) may happen on a tick the module did not run.
-	if notRun && C != P && !(P == open && C == half) {
-		r.add(ruleFor(P, C), "module %q: breaker went %s → %s on a tick it did not run (%s)", name, P, C, st)
-		resync()
-		return
-	}
-	setOpen := func(lo, hi time.Time, known bool) {
-		b.state = open
-		b.openKnown, b.openLo, b.openHi = known, lo, hi
-		b.probeKnown, b.probeOK = true, 0
-		b.consKnown = false
-	}
-	switch P {
-	case closed:
-		if st == faultsummary.StatusOpen || st == faultsummary.StatusProbeOK || st == faultsummary.StatusProbeFailed {
-			r.add(RuleBreakerAdmit, "module %q: %s while its breaker was closed", name, st)
-		}
-		lo, hi := b.consLo, b.consHi
-		switch {
-		case success:
-			lo, hi = 0, 0
-		case failSure:
-			lo, hi = lo+1, hi+1
-		case failMaybe:
-			hi++
-		}
-		switch C {
-		case open:
-			switch {
-			case !failSure && !failMaybe:
-				r.add(RuleBreakerOpen, "module %q: breaker opened on a tick without a counted failure (%s, kind %q)", name, st, kind)
-			case b.consKnown && hi < set.FailureThreshold:
-				r.add(RuleBreakerOpen, "module %q: breaker opened after %d consecutive counted failures, threshold %d", name, hi, set.FailureThreshold)
-			}
-			setOpen(S, F, true)
-		case half:
-			r.add(RuleBreakerCooldown, "module %q: breaker went closed → half_open", name)
-			resync()
-		default:
-			if failSure && b.consKnown && lo >= set.FailureThreshold {
-				r.add(RuleBreakerOpen, "module %q: %d consecutive counted failures reached the threshold %d but the breaker stayed closed", name, lo, set.FailureThreshold)
-			}
-			b.consLo, b.consHi = lo, hi
-			if success {
-				b.consKnown = true
-			}
-		}
-		return
-	case open, half:
-	default:
-		resync()
-		return
-	}
+// probes reports whether the line surely ran as a probe, or maybe did (timed out, busy).
+func (x *brStep) probes() (probe, maybe bool) {
+	probe = x.st == faultsummary.StatusProbeOK || x.st == faultsummary.StatusProbeFailed || isControlOK(x.m)
+	return probe, x.st == faultsummary.StatusTimedOut || x.st == faultsummary.StatusBusy
+}
 
-	// Open or half-open before this tick.
-	if (st == faultsummary.StatusOK && !isControlOK(m)) || st == faultsummary.StatusRetried || st == faultsummary.StatusFailed {
-		r.add(RuleBreakerAdmit, "module %q: ran as %s (not as a probe) while its breaker was %s", name, st, P)
+// fromOpen checks a tick that found the breaker open or half-open: only probes run, and
+// only after the cooldown.
+func (x *brStep) fromOpen() {
+	r, b, name, st, c := x.r, x.b, x.name, x.st, x.r.c
+	if (st == faultsummary.StatusOK && !isControlOK(x.m)) || st == faultsummary.StatusRetried || st == faultsummary.StatusFailed {
+		r.add(RuleBreakerAdmit, "module %q: ran as %s (not as a probe) while its breaker was %s", name, st, x.P)
 	}
-	probe := st == faultsummary.StatusProbeOK || st == faultsummary.StatusProbeFailed || isControlOK(m)
-	maybeProbe := st == faultsummary.StatusTimedOut || st == faultsummary.StatusBusy
-	if P == open && b.openKnown {
-		if st == faultsummary.StatusOpen && S.Sub(b.openHi) >= set.Cooldown+c.tol {
+	probe, maybeProbe := x.probes()
+	if x.P == brOpen && b.openKnown {
+		if st == faultsummary.StatusOpen && x.S.Sub(b.openHi) >= x.set.Cooldown+c.tol {
 			r.add(RuleBreakerCooldown, "module %q: refused although the cooldown %s had elapsed (opened by %s, tick started %s)",
-				name, set.Cooldown, b.openHi.Format(time.RFC3339Nano), S.Format(time.RFC3339Nano))
+				name, x.set.Cooldown, b.openHi.Format(time.RFC3339Nano), x.S.Format(time.RFC3339Nano))
 		}
-		if (probe || (C != open && maybeProbe)) && F.Sub(b.openLo) < set.Cooldown-c.tol {
-			r.add(RuleBreakerCooldown, "module %q: probed (%s) %s after the breaker opened, cooldown %s", name, st, F.Sub(b.openLo), set.Cooldown)
+		if (probe || (x.C != brOpen && maybeProbe)) && x.F.Sub(b.openLo) < x.set.Cooldown-c.tol {
+			r.add(RuleBreakerCooldown, "module %q: probed (%s) %s after the breaker opened, cooldown %s", name, st, x.F.Sub(b.openLo), x.set.Cooldown)
 		}
 	}
-	if P == half && st == faultsummary.StatusBusy && failSure && C != open {
-		r.add(RuleBreakerReopen, "module %q: busy while half-open (a failed probe) but the breaker is %s", name, C)
+	if x.P == brHalf && st == faultsummary.StatusBusy && x.failSure && x.C != brOpen {
+		r.add(RuleBreakerReopen, "module %q: busy while half-open (a failed probe) but the breaker is %s", name, x.C)
 	}
-	switch C {
-	case open:
-		switch {
-		case st == faultsummary.StatusProbeOK || isControlOK(m):
-			r.add(RuleBreakerReopen, "module %q: breaker %s → open after %s", name, P, st)
-			setOpen(S, F, true)
-		case st == faultsummary.StatusProbeFailed:
-			if !failSure {
-				r.add(RuleBreakerReopen, "module %q: probe failed with kind %q, which does not count, but the breaker re-opened", name, kind)
-			}
-			setOpen(S, F, true)
-		case maybeProbe && P == half:
-			setOpen(S, F, true)
-		case maybeProbe && P == open:
-			// Re-opened by a failed probe, or refused and unchanged.
-			lo, known := b.openLo, b.openKnown
-			setOpen(lo, F, known)
-		default: // refused, not due, skipped: unchanged
-		}
-	case half:
-		if P == open && !probe && !maybeProbe && b.openKnown && F.Sub(b.openLo) < set.Cooldown-c.tol {
-			r.add(RuleBreakerCooldown, "module %q: breaker half-opened %s after it opened, cooldown %s", name, F.Sub(b.openLo), set.Cooldown)
-		}
-		if P == open {
-			b.probeKnown, b.probeOK = true, 0
-		}
-		if st == faultsummary.StatusProbeOK {
-			b.probeOK++
-			if b.probeKnown && b.probeOK >= set.HalfOpenSuccesses {
-				r.add(RuleBreakerClose, "module %q: %d successful probes, half_open_successes %d, but the breaker stayed half_open", name, b.probeOK, set.HalfOpenSuccesses)
-			}
-		}
-		if st == faultsummary.StatusProbeFailed && failSure {
-			r.add(RuleBreakerReopen, "module %q: probe failed with counted kind %q but the breaker stayed half_open", name, kind)
-		}
-		b.state = half
-	case closed:
-		if st != faultsummary.StatusProbeOK {
-			r.add(RuleBreakerClose, "module %q: breaker %s → closed on a tick with status %s (not a successful probe)", name, P, st)
-		} else {
-			n := b.probeOK + 1
-			if P == open {
-				n = 1
-			}
-			if (P == open || b.probeKnown) && n < set.HalfOpenSuccesses {
-				r.add(RuleBreakerClose, "module %q: breaker closed after %d successful probes, half_open_successes %d", name, n, set.HalfOpenSuccesses)
-			}
-		}
-		*b = brState{known: true, state: closed, consKnown: true}
+	switch x.C {
+	case brOpen:
+		x.toOpen(maybeProbe)
+	case brHalf:
+		x.toHalf(probe, maybeProbe)
+	case brClosed:
+		x.toClosed()
 	default:
-		resync()
+		x.resync()
 	}
+}
+
+// toOpen checks an open or half-open breaker that is open after the tick.
+func (x *brStep) toOpen(maybeProbe bool) {
+	switch {
+	case x.st == faultsummary.StatusProbeOK || isControlOK(x.m):
+		x.r.add(RuleBreakerReopen, "module %q: breaker %s → open after %s", x.name, x.P, x.st)
+		x.setOpen(x.S, x.F, true)
+	case x.st == faultsummary.StatusProbeFailed:
+		if !x.failSure {
+			x.r.add(RuleBreakerReopen, "module %q: probe failed with kind %q, which does not count, but the breaker re-opened", x.name, x.kind)
+		}
+		x.setOpen(x.S, x.F, true)
+	case maybeProbe && x.P == brHalf:
+		x.setOpen(x.S, x.F, true)
+	case maybeProbe && x.P == brOpen:
+		// Re-opened by a failed probe, or refused and unchanged.
+		x.setOpen(x.b.openLo, x.F, x.b.openKnown)
+	default: // refused, not due, skipped: unchanged
+	}
+}
+
+// toHalf checks an open or half-open breaker that is half-open after the tick.
+func (x *brStep) toHalf(probe, maybeProbe bool) {
+	r, b, c := x.r, x.b, x.r.c
+	if x.P == brOpen && !probe && !maybeProbe && b.openKnown && x.F.Sub(b.openLo) < x.set.Cooldown-c.tol {
+		r.add(RuleBreakerCooldown, "module %q: breaker half-opened %s after it opened, cooldown %s", x.name, x.F.Sub(b.openLo), x.set.Cooldown)
+	}
+	if x.P == brOpen {
+		b.probeKnown, b.probeOK = true, 0
+	}
+	if x.st == faultsummary.StatusProbeOK {
+		b.probeOK++
+		if b.probeKnown && b.probeOK >= x.set.HalfOpenSuccesses {
+			r.add(RuleBreakerClose, "module %q: %d successful probes, half_open_successes %d, but the breaker stayed half_open", x.name, b.probeOK, x.set.HalfOpenSuccesses)
+		}
+	}
+	if x.st == faultsummary.StatusProbeFailed && x.failSure {
+		r.add(RuleBreakerReopen, "module %q: probe failed with counted kind %q but the breaker stayed half_open", x.name, x.kind)
+	}
+	b.state = brHalf
+}
+
+// toClosed checks an open or half-open breaker that is closed after the tick: only enough
+// successful probes close it.
+func (x *brStep) toClosed() {
+	b := x.b
+	if x.st != faultsummary.StatusProbeOK {
+		x.r.add(RuleBreakerClose, "module %q: breaker %s → closed on a tick with status %s (not a successful probe)", x.name, x.P, x.st)
+	} else {
+		n := b.probeOK + 1
+		if x.P == brOpen {
+			n = 1
+		}
+		if (x.P == brOpen || b.probeKnown) && n < x.set.HalfOpenSuccesses {
+			x.r.add(RuleBreakerClose, "module %q: breaker closed after %d successful probes, half_open_successes %d", x.name, n, x.set.HalfOpenSuccesses)
+		}
+	}
+	*b = brState{known: true, state: brClosed, consKnown: true}
 }
 
 // ruleFor names the breaker rule of a transition P → C.

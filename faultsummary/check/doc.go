@@ -1,13 +1,14 @@
 // Package check is the invariant checker of cycled: it reads a sequence of
 // CycleFaultSummaries together with the engine's configuration and reports every summary
-// that breaks the contract of DESIGN.md ("The tick", "Emergency mode", "Breaker",
-// "CycleFaultSummary"). The engine tests, the fuzz target of the engine, the daemon tests
+// that breaks the contract of the tick, emergency mode, the breakers and the summary
+// (docs/architecture.md). The engine tests, the fuzz target of the engine, the daemon tests
 // and the soak feed it every summary they see.
 //
-// Build a Checker from the engine's configuration with ForEngine (or FromEngine and New),
-// feed it the summaries in tick order with Check, and read Violations or Err at the end:
+// The checker takes plain values (Config) and never imports the engine; the engine builds
+// a Checker from its configuration (cycle.NewChecker, or cycle.CheckConfig and New). Feed
+// it the summaries in tick order with Check, and read Violations or Err at the end:
 //
-//	c, err := check.ForEngine(cfg, regs)
+//	c, err := cycle.NewChecker(cfg, regs)
 //	…
 //	for each summary s { c.Check(s) }
 //	if err := c.Err(); err != nil { t.Fatal(err) }
@@ -21,8 +22,8 @@
 // # Rules
 //
 // Every violation names one of these rules (the Rule constants). "Failing" statuses are
-// failed, timed_out, busy, open and probe_failed; a line "produced" when its status is
-// ok (without fault_kind control), retried or probe_ok. A line is "degraded" when its
+// those faultsummary.Status.Failing names (the valid statuses that are not nominal); a
+// line "produced" when its status is ok (without fault_kind control), retried or probe_ok. A line is "degraded" when its
 // status is failing, or when it is skipped in a skipped tier (an emergency-only module
 // outside emergency mode excepted).
 //

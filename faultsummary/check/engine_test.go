@@ -77,7 +77,7 @@ func newHarness(t *testing.T, cfg cycle.Config, regs []cycle.Registration) *harn
 	if cfg.Tiers == nil {
 		cfg.Tiers = engineTiers()
 	}
-	c, err := check.ForEngine(cfg, regs)
+	c, err := cycle.NewChecker(cfg, regs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestEngineReloadKeepsKey(t *testing.T) {
 }
 
 // TestEngineRetryCountsTimedOut: a module abandoned at the deadline during its second
-// attempt has a retry_counts entry (DESIGN.md: attempts − 1 wherever > 0). Regression test
+// attempt has a retry_counts entry (attempts − 1 wherever > 0). Regression test
 // of a bug found by the checker (fixed in 8e404cd).
 func TestEngineRetryCountsTimedOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

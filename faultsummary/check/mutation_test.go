@@ -107,7 +107,7 @@ func statusIs(name string, st faultsummary.Status) func(*faultsummary.Summary) b
 func TestMutations(t *testing.T) {
 	cfg, regs, js := richRun(t)
 	run := func(ss []*faultsummary.Summary) []check.Violation {
-		c, err := check.ForEngine(cfg, regs)
+		c, err := cycle.NewChecker(cfg, regs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -234,7 +234,7 @@ func TestSeedAtAnyTick(t *testing.T) {
 	cfg, regs, js := richRun(t)
 	all := decodeAll(t, js)
 	for start := range all {
-		c, err := check.ForEngine(cfg, regs)
+		c, err := cycle.NewChecker(cfg, regs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +256,7 @@ func TestOperatorBreakerReset(t *testing.T) {
 			fail.Store(true)
 			cfg := cycle.Config{Tiers: engineTiers()}
 			regs := []cycle.Registration{reg("lidar", "knowledge", switchable(&fail, fault.Permanent(errBoom)))}
-			c, err := check.ForEngine(cfg, regs)
+			c, err := cycle.NewChecker(cfg, regs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -310,7 +310,7 @@ func TestReconfigure(t *testing.T) {
 		if err := ps.Err(); err != nil {
 			t.Fatal(err)
 		}
-		h.c.Reconfigure(check.FromEngine(cfg, plan))
+		h.c.Reconfigure(cycle.CheckConfig(cfg, plan))
 		h.ticks(3, 100*time.Millisecond)
 		if _, ok := h.ss[len(h.ss)-1].Module("late"); !ok {
 			t.Fatal("late not registered")
@@ -319,7 +319,7 @@ func TestReconfigure(t *testing.T) {
 	})
 }
 
-func TestFromEngineDefaults(t *testing.T) {
+func TestCheckConfigDefaults(t *testing.T) {
 	regs := []cycle.Registration{
 		reg("guard", "safety", okMod(1)),
 		reg("lidar", "knowledge", okMod(1), func(s *tiers.ModuleSpec) { s.Breaker = "llm"; s.TTL = lastgood.TTL{Auto: true} }),
@@ -330,7 +330,7 @@ func TestFromEngineDefaults(t *testing.T) {
 	if err := ps.Err(); err != nil {
 		t.Fatal(err)
 	}
-	c := check.FromEngine(cfg, plan)
+	c := cycle.CheckConfig(cfg, plan)
 	if len(c.Tiers) != 5 || c.Tiers[1].Name != "knowledge" || c.Tiers[1].Budget != 200*time.Millisecond {
 		t.Fatalf("tiers %+v, want the seed tiers", c.Tiers)
 	}
@@ -358,8 +358,8 @@ func TestFromEngineDefaults(t *testing.T) {
 	if g := c.Breakers["guard"]; g.FailureThreshold != 2 || g.Cooldown != time.Minute || g.HalfOpenSuccesses != 3 || g.TripOn != fault.AllFaults {
 		t.Fatalf("guard breaker %+v", g)
 	}
-	if _, err := check.ForEngine(cycle.Config{}, []cycle.Registration{reg("x", "nowhere", okMod(1))}); err == nil {
-		t.Fatal("ForEngine accepted an invalid configuration")
+	if _, err := cycle.NewChecker(cycle.Config{}, []cycle.Registration{reg("x", "nowhere", okMod(1))}); err == nil {
+		t.Fatal("NewChecker accepted an invalid configuration")
 	}
 }
 
@@ -370,7 +370,7 @@ func TestGapReseeds(t *testing.T) {
 	for _, gap := range [][2]int{{3, 5}, {10, 11}, {12, 20}} {
 		ss := decodeAll(t, js)
 		ss = slices.Delete(ss, gap[0], gap[1])
-		c, err := check.ForEngine(cfg, regs)
+		c, err := cycle.NewChecker(cfg, regs)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package check_test
+package cycle_test
 
 import (
 	"context"
@@ -8,12 +8,11 @@ import (
 
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
-	"github.com/cycled/cycled/faultsummary/check"
 	"github.com/cycled/cycled/tiers"
 )
 
-// Check every summary of an engine, then break one on purpose.
-func Example() {
+// Check every summary of an engine with the invariant checker, then break one on purpose.
+func ExampleNewChecker() {
 	cfg := cycle.Config{Tiers: []tiers.Tier{
 		{Name: "safety", Budget: time.Second},
 		{Name: "planning", Budget: time.Second, MaxAttempts: 3},
@@ -29,7 +28,7 @@ func Example() {
 				return "go", nil
 			})},
 	}
-	c, err := check.ForEngine(cfg, regs)
+	c, err := cycle.NewChecker(cfg, regs)
 	if err != nil {
 		panic(err)
 	}

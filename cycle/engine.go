@@ -74,6 +74,25 @@ type engineOptions struct {
 	clock clock.Clock
 	rand  func() float64
 	hooks []Hooks
+	ident Identity
+}
+
+// Identity is what an engine stamps on its ticks besides their content (WithIdentity).
+type Identity struct {
+	// FirstTick is the id of the first tick (0 means 1): a daemon that records its ticks
+	// continues after the last recorded one, so that ids never repeat.
+	FirstTick uint64
+	// RunID is copied into every summary's run_id.
+	RunID string
+	// Annotate, if set, is called with every summary just before it is published, on the
+	// tick's goroutine; it may set the summary's fields that the engine does not (such
+	// as Recorder) and must not block.
+	Annotate func(*faultsummary.Summary)
+}
+
+// WithIdentity sets the first tick id, the run id and the annotation of summaries.
+func WithIdentity(id Identity) Option {
+	return optionFunc(func(o *engineOptions) { o.ident = id })
 }
 
 type optionFunc func(*engineOptions)
@@ -171,6 +190,7 @@ type Engine struct {
 	runner *retrybudget.Runner
 	pool   *pool
 	hooks  []Hooks
+	ident  Identity
 
 	lg       *lastgood.Store
 	board    *blackboard.Board
@@ -230,6 +250,8 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 	e := &Engine{
 		clock:     o.clock,
 		hooks:     o.hooks,
+		ident:     o.ident,
+		nextID:    max(o.ident.FirstTick, 1) - 1,
 		lg:        lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
 		nonClosed: make(map[string]breaker.State),
 		hub:       faultsummary.NewHub(),

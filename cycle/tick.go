@@ -178,6 +178,10 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	s.Normalize()
 	s.OverallSeverity = s.ComputeSeverity()
 	e.lastExtras, e.lastDegraded = len(tl.ex), len(s.DegradedKeys)
+	s.RunID, s.Generation = e.ident.RunID, st.version
+	if e.ident.Annotate != nil {
+		e.ident.Annotate(s)
+	}
 
 	e.history.Append(s)
 	e.hub.Publish(faultsummary.Event{Type: faultsummary.EventTick, Summary: s})

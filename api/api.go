@@ -72,6 +72,7 @@ import (
 
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/recorder"
 )
 
 // Defaults and caps of the API.
@@ -148,6 +149,15 @@ type Options struct {
 	Version string
 	// ReadLimiter paces the read routes (see ReadLimit). Nil: no limit.
 	ReadLimiter *ReadLimiter
+	// Recorder extends the history past the in-memory window (GET /ticks/{id}, GET
+	// /ticks) and serves GET /events. With a recorder, tick ids never repeat, so a
+	// long-poll with after= above the latest id waits for that tick. Nil: no recorder.
+	Recorder *recorder.Reader
+	// Cache keeps encoded summaries by tick id (see Cache). Nil: only the latest
+	// summary's encoding is kept.
+	Cache *Cache
+	// Audit, if set, receives every admin request once answered.
+	Audit func(AdminAction)
 
 	pingInterval time.Duration // tests: overrides PingInterval
 }
@@ -177,8 +187,10 @@ type server struct {
 
 // encoding is a summary with its JSON.
 type encoding struct {
-	s    *faultsummary.Summary
-	body []byte
+	s      *faultsummary.Summary
+	body   []byte
+	gzOnce sync.Once
+	gz     []byte // the gzip of body and its newline, made on first need
 }
 
 // New returns the API's handler. It panics if opts.Engine is nil.
@@ -233,6 +245,7 @@ func New(opts Options) http.Handler {
 		r.Get("/blackboard/*", s.getBlackboardKey)
 		r.Get("/emergency", s.getEmergency)
 		r.Get("/config", s.getConfig)
+		r.Get("/events", s.listEvents)
 	})
 
 	r.Group(func(r chi.Router) {

@@ -34,6 +34,7 @@ func (s *server) encode(sum *faultsummary.Summary) ([]byte, error) {
 	// Cache only the newest: an older summary (GET /ticks/{id}) must not evict it.
 	if c := s.enc.Load(); c == nil || c.s.TickID <= sum.TickID {
 		s.enc.Store(&encoding{s: sum, body: b})
+		s.opts.Cache.put(sum.TickID, false, b) // for when it is no longer the latest
 	}
 	return b, nil
 }
@@ -81,12 +82,12 @@ func (s *server) writeSummary(w http.ResponseWriter, r *http.Request, status int
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	b, err := s.encode(sum)
+	b, err := s.summaryJSON(sum)
 	if err != nil {
 		s.fail(w, r, err, http.StatusInternalServerError)
 		return
 	}
-	writeRaw(w, status, b)
+	s.writeBody(w, r, status, sum.TickID, b)
 }
 
 // getLatest serves GET /ticks/latest.
@@ -95,8 +96,9 @@ func (s *server) writeSummary(w http.ResponseWriter, r *http.Request, status int
 // wait=DURATION (Go syntax like "5s", or plain seconds; capped at MaxWait) it long-polls:
 // it answers as soon as a tick newer than after=ID exists — the latest summary, not
 // necessarily tick after+1. Without after, the tick named by a matching If-None-Match, or
-// else the latest at the time of the request, is the one to beat. An after above the
-// latest tick id comes from before a restart and is ignored. When the wait ends
+// else the latest at the time of the request, is the one to beat. Without a recorder, an
+// after above the latest tick id comes from before a restart and is ignored; with one,
+// ids never repeat and such a tick is waited for. When the wait ends
 // without a newer tick the answer is the latest summary (304 if If-None-Match matches it),
 // or 503 if there is still none.
 func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
@@ -135,7 +137,7 @@ func (s *server) getLatest(w http.ResponseWriter, r *http.Request) {
 		if latest != nil {
 			newest = latest.TickID
 		}
-		if after > newest {
+		if after > newest && s.opts.Recorder == nil {
 			// A tick this process never produced: the client saw a previous process (tick
 			// ids start again at 1 on restart). Answer the latest at once, or the first tick.
 			after = 0
@@ -195,20 +197,11 @@ func parseWait(v string) (time.Duration, error) {
 	return min(d, MaxWait), nil
 }
 
-// tickList is the answer of GET /ticks.
-type tickList struct {
-	// Ticks are the summaries, newest first.
-	Ticks []*faultsummary.Summary `json:"ticks"`
-	// Count is len(Ticks).
-	Count int `json:"count"`
-	// NextBefore is the before= of the next (older) page; 0 when there is none.
-	NextBefore uint64 `json:"next_before"`
-	// HistoryCap is how many summaries the history keeps.
-	HistoryCap int `json:"history_cap"`
-}
-
 // listTicks serves GET /ticks?limit=N&before=ID: up to N summaries (default
-// DefaultListLimit, at most the history's capacity) with tick ids below ID, newest first.
+// DefaultListLimit, at most the history's capacity, or MaxListLimit with a recorder) with
+// tick ids below ID, newest first, from memory and then from the recorder. Filters:
+// severity=, module=NAME (ticks where its line was not nominal), status=, since= and
+// until= (RFC 3339, on started_at).
 func (s *server) listTicks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	hist := s.e.History()
@@ -221,7 +214,11 @@ func (s *server) listTicks(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	limit = min(limit, hist.Cap())
+	if s.opts.Recorder != nil {
+		limit = min(limit, max(hist.Cap(), MaxListLimit))
+	} else {
+		limit = min(limit, hist.Cap())
+	}
 	var before uint64
 	v := q.Get("before")
 	if v != "" {
@@ -232,21 +229,23 @@ func (s *server) listTicks(w http.ResponseWriter, r *http.Request) {
 		}
 		before = n
 	}
-	var ticks []*faultsummary.Summary
+	f, ferr := parseFilter(r)
+	if ferr != nil {
+		writeError(w, http.StatusBadRequest, *ferr)
+		return
+	}
+	page := tickPage{Ticks: []json.RawMessage{}, HistoryCap: hist.Cap()}
 	if v == "" || before > 1 { // ids start at 1: nothing is below 1 (and List reads 0 as "no bound")
-		ticks = hist.List(limit, before)
+		var err error
+		if page, err = s.listPage(r.Context(), f, limit, before); err != nil {
+			s.fail(w, r, err, http.StatusInternalServerError)
+			return
+		}
 	}
-	out := tickList{Ticks: ticks, Count: len(ticks), HistoryCap: hist.Cap()}
-	if out.Ticks == nil {
-		out.Ticks = []*faultsummary.Summary{}
-	}
-	if n := len(ticks); n == limit && n > 0 && ticks[n-1].TickID > 1 {
-		out.NextBefore = ticks[n-1].TickID
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, page)
 }
 
-// getTick serves GET /ticks/{id}.
+// getTick serves GET /ticks/{id}: from memory, then from the recorder.
 func (s *server) getTick(w http.ResponseWriter, r *http.Request) {
 	v := chi.URLParam(r, "id")
 	id, err := strconv.ParseUint(v, 10, 64)
@@ -254,16 +253,17 @@ func (s *server) getTick(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, apiError{Code: "bad_parameter", Message: fmt.Sprintf("tick id %q is not a number", v), Field: "id"})
 		return
 	}
-	sum, ok := s.e.History().Get(id)
-	if !ok {
-		msg := fmt.Sprintf("tick %d is not in the history (it keeps the last %d ticks", id, s.e.History().Cap())
-		if l := s.e.History().Latest(); l != nil {
-			msg += fmt.Sprintf("; the latest is %d", l.TickID)
-		}
-		writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: msg + ")"})
+	if s.serveTick(w, r, id) {
 		return
 	}
-	s.writeSummary(w, r, http.StatusOK, sum)
+	msg := fmt.Sprintf("tick %d is not in the history (it keeps the last %d ticks", id, s.e.History().Cap())
+	if s.opts.Recorder != nil {
+		msg = fmt.Sprintf("tick %d is neither in the history nor recorded (the recorder's retention may have removed it", id)
+	}
+	if l := s.e.History().Latest(); l != nil {
+		msg += fmt.Sprintf("; the latest is %d", l.TickID)
+	}
+	writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: msg + ")"})
 }
 
 // postTick serves POST /ticks (admin): in step mode it runs one tick and answers its

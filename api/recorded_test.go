@@ -62,7 +62,7 @@ func newRecRig(t *testing.T, dir string) *recRig {
 	}
 	g.e = e
 	h := api.New(api.Options{Engine: e, Recorder: rec.Reader, Cache: cache, AdminToken: "s3cret",
-		Audit: func(a api.AdminAction) { rec.Event("admin", rec.LatestTick(), a) }})
+		Audit: func(a api.AdminAction) { rec.Event("admin", a) }})
 	g.srv = httptest.NewUnstartedServer(h)
 	g.srv.Config.BaseContext = func(l net.Listener) context.Context { return api.ListenerContext(context.Background(), l) }
 	g.srv.Start()

@@ -294,3 +294,39 @@ func (rd *Reader) Lines(ctx context.Context, from, to uint64) ([]Line, error) {
 	}
 	return out, rows.Err()
 }
+
+// TickMeta is a recorded tick's indexed columns.
+type TickMeta struct {
+	ID         uint64                `json:"tick_id"`
+	StartedAt  time.Time             `json:"started_at"`
+	Severity   faultsummary.Severity `json:"severity"`
+	Finish     faultsummary.Finish   `json:"finish"`
+	Emergency  bool                  `json:"emergency"`
+	RunID      string                `json:"run_id"`
+	Generation uint64                `json:"generation"`
+}
+
+// Metas returns the indexed columns of the ticks with ids in [from, to] (0: no bound),
+// oldest first, at most limit of them.
+func (rd *Reader) Metas(ctx context.Context, from, to uint64, limit int) ([]TickMeta, error) {
+	if to == 0 {
+		to = 1<<63 - 1
+	}
+	rows, err := rd.db.QueryContext(ctx, `SELECT id, started_at, severity, finish, emergency, run_id, generation
+		FROM ticks WHERE id BETWEEN ? AND ? ORDER BY id LIMIT ?`, int64(from), int64(to), limit)
+	if err != nil {
+		return nil, fmt.Errorf("recorder: list ticks: %w", err)
+	}
+	defer rows.Close()
+	var out []TickMeta
+	for rows.Next() {
+		var m TickMeta
+		var id, at, gen int64
+		if err := rows.Scan(&id, &at, &m.Severity, &m.Finish, &m.Emergency, &m.RunID, &gen); err != nil {
+			return nil, fmt.Errorf("recorder: list ticks: %w", err)
+		}
+		m.ID, m.StartedAt, m.Generation = uint64(id), time.Unix(0, at).UTC(), uint64(gen)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}

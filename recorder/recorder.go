@@ -130,7 +130,7 @@ func Open(ctx context.Context, opts Options) (*Recorder, error) {
 		db.Close()
 		return nil, err
 	}
-	r.Event(KindStart, r.first-1, map[string]any{"run_id": r.runID, "first_tick": r.first})
+	r.Event(KindStart, map[string]any{"run_id": r.runID, "first_tick": r.first})
 	go r.run()
 	return r, nil
 }
@@ -209,7 +209,7 @@ func (r *Recorder) Hooks() cycle.Hooks {
 		},
 		OnBreaker: func(t breaker.Transition) {
 			tick := r.currentTick()
-			r.Event(KindBreaker, tick, faultsummary.BreakerEvent{Breaker: t.Name,
+			r.eventAt(KindBreaker, tick, faultsummary.BreakerEvent{Breaker: t.Name,
 				From: t.From.String(), To: t.To.String(), Reason: t.Reason, At: t.At, TickID: tick})
 		},
 		OnEmergency: func(ev faultsummary.EmergencyEvent) {
@@ -217,9 +217,9 @@ func (r *Recorder) Hooks() cycle.Hooks {
 			if ev.Entered {
 				kind = "emergency_entered"
 			}
-			r.Event(kind, ev.TickID, ev)
+			r.eventAt(kind, ev.TickID, ev)
 		},
-		OnApply: func(gen uint64) { r.Event(KindApplied, r.currentTick(), map[string]uint64{"generation": gen}) },
+		OnApply: func(gen uint64) { r.Event(KindApplied, map[string]uint64{"generation": gen}) },
 	}
 }
 
@@ -227,9 +227,11 @@ func (r *Recorder) Hooks() cycle.Hooks {
 // raised by the engine belongs to.
 func (r *Recorder) currentTick() uint64 { return max(r.lastID.Load()+1, r.first) }
 
-// Event queues an event of the given kind, at tick (the latest tick when it happened),
-// with data encoded as JSON.
-func (r *Recorder) Event(kind string, tick uint64, data any) {
+// Event queues an event of the given kind with data encoded as JSON, at the tick in
+// progress (between ticks, the next one): replay shows it before that tick.
+func (r *Recorder) Event(kind string, data any) { r.eventAt(kind, r.currentTick(), data) }
+
+func (r *Recorder) eventAt(kind string, tick uint64, data any) {
 	r.push(record{ev: &eventRec{at: r.opts.Now(), tick: tick, kind: kind, data: data}})
 }
 
@@ -247,7 +249,7 @@ func (r *Recorder) push(rec record) {
 // call more than once.
 func (r *Recorder) Close() error {
 	r.once.Do(func() {
-		r.Event(KindStop, r.lastID.Load(), map[string]string{"run_id": r.runID})
+		r.Event(KindStop, map[string]string{"run_id": r.runID})
 		close(r.stop)
 		<-r.done
 		r.closeErr = errors.Join(r.closeErr, r.db.Close(), r.Reader.Close())

@@ -242,7 +242,7 @@ func TestEventsRecorded(t *testing.T) {
 	g := newRig(t, Options{Dir: dir})
 	g.fail.Store(true)
 	g.tick(2) // the planner's breaker opens
-	g.rec.Event("admin", 2, map[string]string{"route": "POST /breakers/{name}/reset", "token": "sha256:ab"})
+	g.rec.Event("admin", map[string]string{"route": "POST /breakers/{name}/reset", "token": "sha256:ab"})
 	g.close()
 	evs, err := reader(t, dir).Events(context.Background(), EventQuery{})
 	if err != nil {

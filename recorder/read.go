@@ -51,15 +51,15 @@ func (rd *Reader) Close() error { return rd.db.Close() }
 
 // Tick returns the recorded JSON of tick id, or an error wrapping ErrNotFound.
 func (rd *Reader) Tick(ctx context.Context, id uint64) ([]byte, error) {
-	var b []byte
-	err := rd.db.QueryRowContext(ctx, `SELECT summary FROM ticks WHERE id = ?`, int64(id)).Scan(&b)
+	var z []byte
+	err := rd.db.QueryRowContext(ctx, `SELECT summary FROM ticks WHERE id = ?`, int64(id)).Scan(&z)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("tick %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("recorder: read tick %d: %w", id, err)
 	}
-	return b, nil
+	return decompress(z, id)
 }
 
 // Filter selects ticks. Zero fields select everything.
@@ -196,10 +196,14 @@ func (rd *Reader) Ticks(ctx context.Context, q Query) ([]Tick, error) {
 	for rows.Next() {
 		var t Tick
 		var id int64
-		if err := rows.Scan(&id, &t.JSON); err != nil {
+		var z []byte
+		if err := rows.Scan(&id, &z); err != nil {
 			return nil, fmt.Errorf("recorder: list ticks: %w", err)
 		}
 		t.ID = uint64(id)
+		if t.JSON, err = decompress(z, t.ID); err != nil {
+			return nil, err
+		}
 		out = append(out, t)
 	}
 	return out, rows.Err()

@@ -16,7 +16,9 @@ import (
 // FileName is the database's file name in the state directory.
 const FileName = "recorder.db"
 
-// schema creates the tables. Summaries are JSON with the columns that reads filter on;
+// schema creates the tables. Summaries are JSON, compressed (gzip: a summary repeats
+// its module names and field names, and a large cycle's summaries would otherwise write
+// several times more to the disk), with the columns that reads filter on;
 // lines holds only the module lines that are not nominal (see Nominal), keyed by module so
 // that "every tick where planner failed" is an index range; events are append-only.
 const schema = `
@@ -28,7 +30,7 @@ CREATE TABLE IF NOT EXISTS ticks (
 	severity    TEXT    NOT NULL,
 	finish      TEXT    NOT NULL,
 	emergency   INTEGER NOT NULL,
-	summary     BLOB    NOT NULL  -- the summary's JSON, as GET /ticks/{id} answers it
+	summary     BLOB    NOT NULL  -- gzip of the summary's JSON, as GET /ticks/{id} answers it
 );
 CREATE INDEX IF NOT EXISTS ticks_started ON ticks (started_at);
 CREATE INDEX IF NOT EXISTS ticks_severity ON ticks (severity, id);

@@ -201,6 +201,7 @@ type batchWriter struct {
 	tickSt, lineSt, evSt *sql.Stmt
 	ticks                int
 	line                 faultsummary.Module
+	z                    compressor
 }
 
 func newBatchWriter(ctx context.Context, tx *sql.Tx, runID string) (*batchWriter, error) {
@@ -237,7 +238,7 @@ func (w *batchWriter) tick(s *faultsummary.Summary) error {
 		return fmt.Errorf("encode tick %d: %w", s.TickID, err)
 	}
 	res, err := w.tickSt.ExecContext(w.ctx, int64(s.TickID), s.RunID, int64(s.Generation), s.StartedAt.UnixNano(),
-		string(s.OverallSeverity), string(s.Finish), s.EmergencyMode, body)
+		string(s.OverallSeverity), string(s.Finish), s.EmergencyMode, w.z.compress(body))
 	if err != nil {
 		return fmt.Errorf("insert tick %d: %w", s.TickID, err)
 	}

@@ -189,8 +189,9 @@ type server struct {
 type encoding struct {
 	s      *faultsummary.Summary
 	body   []byte
+	wire   []byte // body and its newline
 	gzOnce sync.Once
-	gz     []byte // the gzip of body and its newline, made on first need
+	gz     []byte // the gzip of wire, made on first need
 }
 
 // New returns the API's handler. It panics if opts.Engine is nil.

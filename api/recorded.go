@@ -34,23 +34,35 @@ func (s *server) summaryJSON(sum *faultsummary.Summary) ([]byte, error) {
 }
 
 // writeBody answers the JSON b of tick id, gzip-compressed when the client accepts it;
-// the compressed form is made once per tick id (cached beside the JSON).
+// the compressed form is made once per tick id (cached beside the JSON). The latest
+// summary is answered in one write from its encoding.
 func (s *server) writeBody(w http.ResponseWriter, r *http.Request, status int, id uint64, b []byte) {
 	h := w.Header()
-	h.Add("Vary", "Accept-Encoding")
+	h.Set("Vary", "Accept-Encoding")
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	c := s.enc.Load()
+	if c != nil && c.s.TickID != id {
+		c = nil
+	}
 	if len(b) < gzipMin || !acceptsGzip(r) {
-		writeRaw(w, status, b)
+		h.Set("Content-Length", strconv.Itoa(len(b)+1))
+		w.WriteHeader(status)
+		if c != nil { // the same tick's JSON is the same bytes
+			_, _ = w.Write(c.wire)
+			return
+		}
+		_, _ = w.Write(b)
+		_, _ = w.Write([]byte{'\n'})
 		return
 	}
 	var z []byte
-	if c := s.enc.Load(); c != nil && c.s.TickID == id { // the same tick's JSON is the same bytes
-		c.gzOnce.Do(func() { c.gz = gzipBytes(append(c.body[:len(c.body):len(c.body)], '\n')) })
+	if c != nil {
+		c.gzOnce.Do(func() { c.gz = gzipBytes(c.wire) })
 		z = c.gz
 	} else {
 		z, _ = s.opts.Cache.load(id, true, func() ([]byte, error) { return gzipBytes(append(b[:len(b):len(b)], '\n')), nil })
 	}
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Encoding", "gzip")
 	h.Set("Content-Length", strconv.Itoa(len(z)))
 	w.WriteHeader(status)

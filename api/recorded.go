@@ -158,16 +158,23 @@ type tickPage struct {
 }
 
 // listPage returns up to limit ticks below before passing f, newest first: those in
-// memory, then the recorder's older ones.
+// memory, then the recorder's older ones. With a recorder, a filtered list scans only the
+// newest summaries in memory (those kept whole, see faultsummary.KeepWhole) and asks the
+// recorder for the rest, rather than rebuilding every compacted summary to test it.
 func (s *server) listPage(ctx context.Context, f recorder.Filter, limit int, before uint64) (tickPage, error) {
 	hist := s.e.History()
+	rec := s.opts.Recorder
 	p := tickPage{Ticks: []json.RawMessage{}, HistoryCap: hist.Cap()}
 	n := limit
 	if !f.Empty() {
 		n = hist.Cap()
+		if rec != nil {
+			n = min(n, faultsummary.KeepWhole)
+		}
 	}
 	var last uint64
-	for _, sum := range hist.List(n, before) {
+	scanned := hist.List(n, before)
+	for _, sum := range scanned {
 		if len(p.Ticks) == limit {
 			break
 		}
@@ -180,9 +187,11 @@ func (s *server) listPage(ctx context.Context, f recorder.Filter, limit int, bef
 		}
 		p.Ticks, last = append(p.Ticks, b), sum.TickID
 	}
-	if rec := s.opts.Recorder; rec != nil && len(p.Ticks) < limit {
+	if rec != nil && len(p.Ticks) < limit {
 		rb := before
-		if o := hist.Oldest(); o > 0 && (rb == 0 || o < rb) {
+		if len(scanned) > 0 {
+			rb = scanned[len(scanned)-1].TickID
+		} else if o := hist.Oldest(); o > 0 && (rb == 0 || o < rb) {
 			rb = o
 		}
 		rows, err := rec.Ticks(ctx, recorder.Query{Filter: f, Before: rb, Limit: limit - len(p.Ticks)})

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver "sqlite"
 )
@@ -133,5 +132,3 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
-
-func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

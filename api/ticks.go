@@ -27,7 +27,7 @@ func (s *server) encode(sum *faultsummary.Summary) ([]byte, error) {
 	if c := s.enc.Load(); c != nil && c.s == sum {
 		return c.body, nil
 	}
-	b, err := json.Marshal(sum)
+	b, err := sum.MarshalJSON() // json.Marshal would re-scan the compact output: same bytes, twice the work
 	if err != nil {
 		return nil, fmt.Errorf("encode summary of tick %d: %w", sum.TickID, err)
 	}

@@ -233,7 +233,9 @@ func (w *batchWriter) close() {
 
 // tick writes a summary and its lines that are not nominal.
 func (w *batchWriter) tick(s *faultsummary.Summary) error {
-	body, err := json.Marshal(s)
+	// MarshalJSON directly: json.Marshal would re-scan and compact its (already compact)
+	// output, which cost as much as the encoding itself.
+	body, err := s.MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("encode tick %d: %w", s.TickID, err)
 	}

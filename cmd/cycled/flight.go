@@ -72,7 +72,12 @@ func (f *flight) wire(o *api.Options) {
 	}
 	rec := f.rec
 	o.Recorder = rec.Reader
-	o.Audit = func(a api.AdminAction) { rec.Event("admin", a) }
+	o.Audit = func(a api.AdminAction) {
+		rec.Event("admin", a)
+		if a.Route == "POST /emergency/reset" && a.Status < 300 {
+			rec.Event("emergency_reset", a) // the operator's reset, beside entered and left
+		}
+	}
 	registered, deregistered := o.Registered, o.Deregistered
 	o.Registered = func(r cycle.Registration, body []byte) error {
 		if registered != nil {

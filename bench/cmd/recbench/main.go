@@ -29,6 +29,7 @@ func main() {
 	httpFor := flag.Duration("http", 5*time.Second, "length of one HTTP load run")
 	only := flag.String("only", "period,http,read", "the parts to run")
 	flag.Parse()
+	defer startProfile()()
 	if strings.Contains(*only, "period") {
 		periodBench(*reps, *secs)
 	}
@@ -48,7 +49,7 @@ func main() {
 
 // periodBench runs the scheduler at 100 Hz with 500 and 50 modules, recorder off and on.
 func periodBench(reps int, secs time.Duration) {
-	for _, n := range []int{500, 50} {
+	for _, n := range modulesCounts() {
 		for rep := range reps {
 			for _, on := range order(rep) {
 				r, err := periodRun(n, on, secs)
@@ -179,4 +180,17 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+var sizes = flag.String("modules", "500,50", "module counts of the period runs")
+
+func modulesCounts() []int {
+	var out []int
+	for _, f := range strings.Split(*sizes, ",") {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -122,6 +122,11 @@ func Open(ctx context.Context, opts Options) (*Recorder, error) {
 		db.Close()
 		return nil, fmt.Errorf("recorder: read %s: %w", path, err)
 	}
+	// The lease of this run's first ids is on disk before the engine can publish a tick.
+	if err := metaPutMax(ctx, db, "lease", r.first-1+LeaseTicks); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("recorder: cannot write the database %s: %w", path, err)
+	}
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM ticks`).Scan(&r.count); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("recorder: read %s: %w", path, err)
@@ -130,7 +135,14 @@ func Open(ctx context.Context, opts Options) (*Recorder, error) {
 		db.Close()
 		return nil, err
 	}
-	r.Event(KindStart, map[string]any{"run_id": r.runID, "first_tick": r.first})
+	// The start is written at once too: every run is in the database, even one killed at
+	// its first tick.
+	if err := r.write([]record{{ev: &eventRec{at: opts.Now(), tick: r.first, kind: KindStart,
+		data: map[string]any{"run_id": r.runID, "first_tick": r.first}}}}, false); err != nil {
+		r.Reader.Close()
+		db.Close()
+		return nil, fmt.Errorf("recorder: cannot write the database %s: %w", path, err)
+	}
 	go r.run()
 	return r, nil
 }

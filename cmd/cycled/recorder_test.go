@@ -84,8 +84,14 @@ func TestRecorderSurvivesSIGKILL(t *testing.T) {
 		}
 		runs[m.RunID] = true
 	}
-	if len(runs) != 20 {
-		t.Fatalf("%d runs recorded; want 20", len(runs))
+	starts, err := rd.Events(context.Background(), recorder.EventQuery{Kind: recorder.KindStart})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A run killed before its first commit of a tick has no ticks, but its start is
+	// recorded when it opens the database.
+	if len(starts) != 20 || len(runs) > 20 {
+		t.Fatalf("%d runs started, %d with ticks; want 20 and at most 20", len(starts), len(runs))
 	}
 }
 

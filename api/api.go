@@ -82,6 +82,7 @@ import (
 
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/recorder"
 	"github.com/cycled/cycled/ui"
 )
 
@@ -159,6 +160,15 @@ type Options struct {
 	Version string
 	// ReadLimiter paces the read routes (see ReadLimit). Nil: no limit.
 	ReadLimiter *ReadLimiter
+	// Recorder extends the history past the in-memory window (GET /ticks/{id}, GET
+	// /ticks) and serves GET /events. With a recorder, tick ids never repeat, so a
+	// long-poll with after= above the latest id waits for that tick. Nil: no recorder.
+	Recorder *recorder.Reader
+	// Cache keeps encoded summaries by tick id (see Cache). Nil: only the latest
+	// summary's encoding is kept.
+	Cache *Cache
+	// Audit, if set, receives every admin request once answered.
+	Audit func(AdminAction)
 
 	pingInterval time.Duration    // tests: overrides PingInterval
 	now          func() time.Time // tests: the admin guard's clock (nil: time.Now)
@@ -191,8 +201,11 @@ type server struct {
 
 // encoding is a summary with its JSON.
 type encoding struct {
-	s    *faultsummary.Summary
-	body []byte
+	s      *faultsummary.Summary
+	body   []byte
+	wire   []byte // body and its newline
+	gzOnce sync.Once
+	gz     []byte // the gzip of wire, made on first need
 }
 
 // New returns the API's handler. It panics if opts.Engine is nil.
@@ -225,6 +238,7 @@ func New(opts Options) http.Handler {
 		r.Get("/", ui.Handler().ServeHTTP) // the dashboard (package ui)
 		r.Mount("/ui", ui.Handler())
 		r.Get("/openapi.json", s.getOpenAPI)
+		r.Get("/events", s.listEvents)
 	})
 
 	r.Group(func(r chi.Router) {

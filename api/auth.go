@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"mime"
 	"net"
 	"net/http"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"go.uber.org/zap"
 )
@@ -25,6 +27,9 @@ func (s *server) admin(next http.Handler) http.Handler {
 		next.ServeHTTP(ww, r)
 		s.log.Info("admin request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 			zap.Int("status", ww.Status()), zap.String("remote", r.RemoteAddr))
+		if s.opts.Audit != nil {
+			s.opts.Audit(s.adminAction(r, ww.Status()))
+		}
 	})
 }
 
@@ -194,4 +199,38 @@ func (s *server) requireJSON(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// AdminAction is one answered admin request, as Options.Audit receives it.
+type AdminAction struct {
+	// Route is the method and route pattern ("POST /breakers/{name}/reset").
+	Route string `json:"route"`
+	// Path is the request's path.
+	Path string `json:"path"`
+	// Status is the answer's status.
+	Status int `json:"status"`
+	// Token is the fingerprint of the admin token used ("sha256:" and the first 8 bytes
+	// of its SHA-256 in hex), never the token; empty without a token (loopback).
+	Token string `json:"token,omitempty"`
+	// Remote is the client's address.
+	Remote string `json:"remote"`
+}
+
+// adminAction describes an answered admin request.
+func (s *server) adminAction(r *http.Request, status int) AdminAction {
+	a := AdminAction{Route: r.Method + " " + r.URL.Path, Path: r.URL.Path, Status: status, Remote: r.RemoteAddr}
+	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+		a.Route = r.Method + " " + rc.RoutePattern()
+	}
+	if s.opts.AdminToken != "" {
+		a.Token = TokenFingerprint(s.opts.AdminToken)
+	}
+	return a
+}
+
+// TokenFingerprint identifies a token without revealing it: "sha256:" and the first 8
+// bytes of its SHA-256, in hex.
+func TokenFingerprint(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:8])
 }

@@ -129,6 +129,7 @@ func (c *Config) check() tiers.Problems {
 	}
 	c.HTTP.check(c.tokenFromFile, add)
 	c.Log.check(add)
+	c.Recorder.check(c.StateDir, add)
 	return ps
 }
 
@@ -148,6 +149,9 @@ func (h HTTPConfig) check(tokenFromFile bool, add func(string, string, ...any)) 
 	}
 	if h.ReadLimit.MaxWait < 0 {
 		add("http.read_limit.max_wait", "must be >= 0")
+	}
+	if h.CacheBytes < 0 {
+		add("http.cache_bytes", "must be a size >= 0 (0: cache only the latest summary)")
 	}
 	if h.AdminTokenFile != "" && h.AdminToken != "" && !tokenFromFile {
 		add("http.admin_token_file", "set either admin_token or admin_token_file, not both")
@@ -423,4 +427,23 @@ func withHTTPDefaults(s modules.HTTPSettings) modules.HTTPSettings {
 		s.MaxBody = modules.DefaultMaxBody
 	}
 	return s
+}
+
+// check adds the problems of the recorder section.
+func (r RecorderConfig) check(stateDir string, add func(path, format string, args ...any)) {
+	if r.Flush <= 0 {
+		add("recorder.flush", "must be > 0 (the most often the recorder commits, e.g. 100ms)")
+	}
+	if r.KeepTicks < 0 {
+		add("recorder.keep_ticks", "must be >= 0 (0: no count bound)")
+	}
+	if r.KeepFor < 0 {
+		add("recorder.keep_for", "must be >= 0 (0: no age bound)")
+	}
+	if r.MaxBytes < 0 {
+		add("recorder.max_bytes", "must be a size >= 0 (0: no size bound)")
+	}
+	if r.Enabled && stateDir == "" {
+		add("recorder.enabled", "the recorder needs state_dir (its database lives there)")
+	}
 }

@@ -63,9 +63,10 @@ var envKeys = []string{
 	"emergency.skip_tiers", "emergency.latch", "emergency.recover_after",
 	"lastgood.default_ttl",
 	"http.addr", "http.admin_token", "http.admin_token_file",
-	"http.read_limit.rate", "http.read_limit.burst", "http.read_limit.max_wait",
+	"http.read_limit.rate", "http.read_limit.burst", "http.read_limit.max_wait", "http.cache_bytes",
 	"log.level", "log.format",
 	"state_dir",
+	"recorder.enabled", "recorder.flush", "recorder.keep_ticks", "recorder.keep_for", "recorder.max_bytes",
 }
 
 // EnvVar returns the environment variable that overrides key ("http.addr" →

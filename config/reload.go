@@ -308,6 +308,12 @@ func restartOnly(old, cur *Config) []string {
 	if old.StateDir != cur.StateDir {
 		out = append(out, "state_dir")
 	}
+	if old.Recorder != cur.Recorder {
+		out = append(out, "recorder")
+	}
+	if old.HTTP.CacheBytes != cur.HTTP.CacheBytes {
+		out = append(out, "http.cache_bytes")
+	}
 	return out
 }
 

@@ -36,8 +36,11 @@ type Config struct {
 	HTTP HTTPConfig `yaml:"http"`
 	// Log configures logging. Changing it needs a restart.
 	Log LogConfig `yaml:"log"`
-	// StateDir is where runtime registrations persist. Empty disables persistence.
+	// StateDir is where runtime registrations persist, and the flight recorder's
+	// database. Empty disables persistence.
 	StateDir string `yaml:"state_dir"`
+	// Recorder configures the flight recorder. Changing it needs a restart.
+	Recorder RecorderConfig `yaml:"recorder"`
 
 	// source names where the configuration came from.
 	source string
@@ -220,7 +223,38 @@ type HTTPConfig struct {
 	// ReadLimit paces the read routes (api.ReadLimit), so that clients polling in a tight
 	// loop cannot take the CPUs the tick needs. Applied on reload.
 	ReadLimit ReadLimitConfig `yaml:"read_limit"`
+	// CacheBytes bounds the cache of encoded summaries (JSON and gzip, by tick id) that
+	// serves GET /ticks/latest and reads of older ticks (default 64MiB; 0: only the
+	// latest summary's encoding is kept).
+	CacheBytes ByteSize `yaml:"cache_bytes"`
 }
+
+// RecorderConfig is the flight recorder (key "recorder"): every summary and event kept
+// in a SQLite database in state_dir, within the retention bounds.
+type RecorderConfig struct {
+	// Enabled turns the recorder on (default false: ids start at 1 at every start and
+	// history is the in-memory window only).
+	Enabled bool `yaml:"enabled"`
+	// Flush is the most often the recorder commits (default 100ms); at most this much
+	// recorded history, plus the running tick, is lost when the process is killed.
+	Flush time.Duration `yaml:"flush"`
+	// KeepTicks is the most summaries kept (default 1000000; 0: no count bound).
+	KeepTicks int `yaml:"keep_ticks"`
+	// KeepFor is how long summaries and events are kept (default 168h; 0: no age bound).
+	KeepFor time.Duration `yaml:"keep_for"`
+	// MaxBytes bounds the database's size (default 1GiB; 0: no size bound); the oldest
+	// records go first.
+	MaxBytes ByteSize `yaml:"max_bytes"`
+}
+
+// The recorder's and the summary cache's defaults.
+const (
+	DefaultRecorderFlush     = 100 * time.Millisecond
+	DefaultRecorderKeepTicks = 1_000_000
+	DefaultRecorderKeepFor   = 7 * 24 * time.Hour
+	DefaultRecorderMaxBytes  = ByteSize(1 << 30)
+	DefaultCacheBytes        = ByteSize(64 << 20)
+)
 
 // ReadLimitConfig is http.read_limit.
 type ReadLimitConfig struct {
@@ -348,10 +382,13 @@ func Defaults() *Config {
 		Backoff:   BackoffConfig{Base: bo.Base, Factor: bo.Factor, Max: bo.Max, Jitter: bo.Jitter},
 		Emergency: EmergencyConfig{RecoverAfter: 3},
 		LastGood:  LastGoodConfig{DefaultTTL: 5 * time.Second},
-		HTTP:      HTTPConfig{Addr: "127.0.0.1:8080", ReadLimit: ReadLimitConfig{Rate: DefaultReadRate, Burst: 20, MaxWait: time.Second}},
-		Log:       LogConfig{Level: "info", Format: "console"},
-		StateDir:  "./cycled-state",
-		source:    "defaults",
+		HTTP: HTTPConfig{Addr: "127.0.0.1:8080", ReadLimit: ReadLimitConfig{Rate: DefaultReadRate, Burst: 20, MaxWait: time.Second},
+			CacheBytes: DefaultCacheBytes},
+		Recorder: RecorderConfig{Flush: DefaultRecorderFlush, KeepTicks: DefaultRecorderKeepTicks,
+			KeepFor: DefaultRecorderKeepFor, MaxBytes: DefaultRecorderMaxBytes},
+		Log:      LogConfig{Level: "info", Format: "console"},
+		StateDir: "./cycled-state",
+		source:   "defaults",
 	}
 	c.resolve(map[string]bool{})
 	return c

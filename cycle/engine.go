@@ -75,6 +75,25 @@ type engineOptions struct {
 	clock clock.Clock
 	rand  func() float64
 	hooks []Hooks
+	ident Identity
+}
+
+// Identity is what an engine stamps on its ticks besides their content (WithIdentity).
+type Identity struct {
+	// FirstTick is the id of the first tick (0 means 1): a daemon that records its ticks
+	// continues after the last recorded one, so that ids never repeat.
+	FirstTick uint64
+	// RunID is copied into every summary's run_id.
+	RunID string
+	// Annotate, if set, is called with every summary just before it is published, on the
+	// tick's goroutine; it may set the summary's fields that the engine does not (such
+	// as Recorder) and must not block.
+	Annotate func(*faultsummary.Summary)
+}
+
+// WithIdentity sets the first tick id, the run id and the annotation of summaries.
+func WithIdentity(id Identity) Option {
+	return optionFunc(func(o *engineOptions) { o.ident = id })
 }
 
 type optionFunc func(*engineOptions)
@@ -184,6 +203,7 @@ type Engine struct {
 	runner *retrybudget.Runner
 	pool   *pool
 	subs   []subscriber // every event goes to each, once (see event)
+	ident  Identity
 
 	lg       *lastgood.Store
 	board    *blackboard.Board
@@ -234,9 +254,11 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 	}
 	c := cfg.withDefaults()
 	e := &Engine{
-		clock: o.clock,
-		lg:    lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
-		hub:   faultsummary.NewHub(),
+		clock:  o.clock,
+		ident:  o.ident,
+		nextID: max(o.ident.FirstTick, 1) - 1,
+		lg:     lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
+		hub:    faultsummary.NewHub(),
 	}
 	e.subs = append(e.subs, hubSubscriber(e.hub))
 	for _, h := range o.hooks {

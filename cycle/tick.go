@@ -159,6 +159,10 @@ func (e *Engine) circuits(st *state, s *faultsummary.Summary, tl *tickLines, tra
 // publishTick appends the summary to the history and publishes it, after its module
 // events.
 func (e *Engine) publishTick(st *state, s *faultsummary.Summary, tl *tickLines) {
+	s.RunID, s.Generation = e.ident.RunID, st.version
+	if e.ident.Annotate != nil {
+		e.ident.Annotate(s)
+	}
 	e.history.Append(s)
 	e.emit(event{kind: evTick, tick: s.TickID, summary: s, st: st, lines: tl})
 }

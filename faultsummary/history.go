@@ -304,3 +304,14 @@ func (h *History) Wait(ctx context.Context, after uint64) (*Summary, error) {
 		}
 	}
 }
+
+// Oldest returns the id of the oldest summary kept, or 0 when the history is empty.
+func (h *History) Oldest() uint64 {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.count == 0 {
+		return 0
+	}
+	n := len(h.ring)
+	return h.ring[(h.next-h.count+n)%n].TickID
+}

@@ -179,6 +179,17 @@ type Module struct {
 	Served        Served  `json:"served"`
 }
 
+// RecorderStatus is what the flight recorder says in a summary.
+type RecorderStatus struct {
+	// Dropped counts the records (summaries and events) the recorder dropped since the
+	// previous summary because the disk could not keep up.
+	Dropped uint64 `json:"dropped"`
+	// DroppedTotal counts every record dropped since the process started.
+	DroppedTotal uint64 `json:"dropped_total"`
+	// Failing reports that the last write to the database failed.
+	Failing bool `json:"failing,omitempty"`
+}
+
 // Summary is the CycleFaultSummary of one tick.
 type Summary struct {
 	Schema            string         `json:"schema"`
@@ -203,6 +214,14 @@ type Summary struct {
 	// Compacted marks a summary read back from the compact part of the history: its plain
 	// successful module lines were rebuilt without their latency (see KeepWhole).
 	Compacted bool `json:"compacted,omitempty"`
+	// RunID identifies the process that ran the tick (one per start); empty when the
+	// producer sets none.
+	RunID string `json:"run_id,omitempty"`
+	// Generation is the version of the configuration the tick ran with (it grows with
+	// every reload and runtime registration).
+	Generation uint64 `json:"generation,omitempty"`
+	// Recorder is the flight recorder's report, when one records the ticks.
+	Recorder *RecorderStatus `json:"recorder,omitempty"`
 
 	lines  []Module // the whole module lines (SetModules, decoding, or materialised from src)
 	src    Lines    // the lines in a producer's compact form (SetLines); nil: lines holds them

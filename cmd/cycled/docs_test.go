@@ -99,10 +99,10 @@ func TestPythonExampleReadme(t *testing.T) {
 		{cmd: regexp.MustCompile(`^export PATH=`), check: okCmd},
 		{cmd: regexp.MustCompile(`^cd examples/python-module`), check: okCmd},
 		{cmd: regexp.MustCompile(`^cycled run --config cycled\.yaml &`), check: func(_, out string, code int) error {
-			return pollUntil(15*time.Second, "the daemon to tick", func() bool { return getJSON(base+"/readyz", nil) == 200 })
+			return docPollUntil(15*time.Second, "the daemon to tick", func() bool { return getJSON(base+"/readyz", nil) == 200 })
 		}},
 		{cmd: regexp.MustCompile(`python3 module\.py &`), check: func(_, out string, code int) error {
-			return pollUntil(15*time.Second, "py-recall to run", func() bool {
+			return docPollUntil(15*time.Second, "py-recall to run", func() bool {
 				var m module
 				return getJSON(base+"/modules/py-recall", &m) == 200 && m.Last != nil && m.Last.Status == "ok"
 			})
@@ -130,7 +130,7 @@ func TestPythonExampleReadme(t *testing.T) {
 			if !strings.Contains(out, "deregistered py-recall") {
 				return fmt.Errorf("the module did not print \"deregistered py-recall\"")
 			}
-			return pollUntil(10*time.Second, "the daemon to stop", func() bool { return getJSON(base+"/healthz", nil) == 0 })
+			return docPollUntil(10*time.Second, "the daemon to stop", func() bool { return getJSON(base+"/healthz", nil) == 0 })
 		}},
 	})
 }
@@ -146,8 +146,8 @@ func goEnv(t *testing.T, name string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// pollUntil polls cond until it holds or timeout passes.
-func pollUntil(timeout time.Duration, what string, cond func() bool) error {
+// docPollUntil polls cond until it holds or timeout passes.
+func docPollUntil(timeout time.Duration, what string, cond func() bool) error {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -219,7 +219,7 @@ func readmeChecks(base string) []docCheck {
 	tickIDOut := regexp.MustCompile(`"tick_id": ?(\d+)`)
 	return []docCheck{
 		{cmd: startDaemonCmd, check: func(string, string, int) error {
-			return pollUntil(60*time.Second, "the daemon's first tick", func() bool { return getJSON(base+"/readyz", nil) == 200 })
+			return docPollUntil(60*time.Second, "the daemon's first tick", func() bool { return getJSON(base+"/readyz", nil) == 200 })
 		}},
 		{cmd: regexp.MustCompile(`/ticks/latest\?.*(after=.*wait=|wait=.*after=)`), check: func(cmd, out string, code int) error {
 			after, _ := strconv.ParseUint(longPoll.FindStringSubmatch(cmd)[1], 10, 64)
@@ -300,7 +300,7 @@ func readmeChecks(base string) []docCheck {
 			if err := ok(out, code); err != nil {
 				return err
 			}
-			return pollUntil(5*time.Second, "emergency mode", func() bool {
+			return docPollUntil(5*time.Second, "emergency mode", func() bool {
 				var e struct{ Active bool }
 				return getJSON(base+"/emergency", &e) == 200 && e.Active
 			})

@@ -53,6 +53,11 @@ const usage = `Usage:
   cycled [run] [flags]           run the daemon (no --config: the embedded demo)
   cycled validate [--config F]   check a configuration file; print every problem with its path
   cycled version                 print the version
+  cycled replay [--state DIR] [--from ID] [--to ID] [--json]
+                                 print the flight recorder's timeline (ticks that were not
+                                 nominal, with their lines, and events)
+  cycled recorder check|vacuum [--state DIR]
+                                 check the recorder's database (integrity, size) or shrink it
 
 Run "cycled run --help" for the flags. Every configuration key can also be set from the
 environment: CYCLED_ and the key with '.' as '_' (CYCLED_HTTP_ADDR, CYCLED_CYCLE_PERIOD, …).
@@ -79,6 +84,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case "healthcheck":
 		return healthcheck(rest, stdout, stderr)
+	case "replay":
+		return replay(rest, stdout, stderr)
+	case "recorder":
+		return recorderCmd(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

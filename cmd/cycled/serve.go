@@ -90,8 +90,14 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	mc := metrics.New(reg)
 	events := newEventLog(log)
 	defer events.Close()
+	fl, err := openFlight(ctx, cfg, reg, log)
+	if err != nil {
+		log.Error("cannot start the flight recorder", zap.Error(err))
+		return exitError
+	}
+	defer fl.close(log)           // after the engine's Close below: its last summaries are recorded
 	ecfg, regs, _ := cfg.Engine() // Load validated everything
-	engine, err := cycle.New(ecfg, regs, cycle.WithHooks(mc.Hooks()), cycle.WithHooks(events.Hooks()))
+	engine, err := cycle.New(ecfg, regs, append(fl.engineOptions(), cycle.WithHooks(mc.Hooks()), cycle.WithHooks(events.Hooks()))...)
 	if err != nil {
 		log.Error("cannot start the engine", zap.Error(err))
 		return exitError
@@ -114,6 +120,7 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	reloader = config.NewReloader(cfg, regs, engine, config.WithLoadOptions(loadOpts...),
 		config.OnReload(func(res config.ReloadResult) {
 			logReload(log, res)
+			fl.reloaded(res)
 			if !res.OK {
 				return
 			}
@@ -142,7 +149,7 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		log.Warn("no admin token configured: admin routes answer 403 on this non-loopback listener; set http.admin_token (CYCLED_HTTP_ADMIN_TOKEN)",
 			zap.String("addr", ln.Addr().String()))
 	}
-	handler := api.New(api.Options{
+	apiOpts := api.Options{
 		Engine:       engine,
 		Registry:     reg,
 		AdminToken:   cfg.HTTP.AdminToken,
@@ -162,7 +169,9 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		ForgetSaved: store.Forget, // a saved module that was not restored at startup
 		Version:     versionString(),
 		ReadLimiter: readLimiter,
-	})
+	}
+	fl.wire(&apiOpts)
+	handler := api.New(apiOpts)
 
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/cycled/cycled/config"
+	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/recorder"
+)
+
+// replayPage is how many ticks replay reads at a time.
+const replayPage = 1000
+
+// stateDir returns --state, else the configuration's state_dir.
+func stateDir(args []string, name string, stdout, stderr io.Writer, extra func(fsDefine)) (dir string, rest []string, code int, done bool) {
+	fs := newFlags(name)
+	state := fs.String("state", "", "state directory holding recorder.db (default: the configuration's state_dir)")
+	if extra != nil {
+		extra(fs)
+	}
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return "", nil, code, true
+	}
+	if *state != "" {
+		return *state, fs.Args(), 0, false
+	}
+	cfg, err := config.Load(config.WithFlags(fs))
+	if err != nil {
+		fmt.Fprintln(stderr, "cycled:", err)
+		return "", nil, exitError, true
+	}
+	return cfg.StateDir, fs.Args(), 0, false
+}
+
+// fsDefine is the part of a flag set replay defines its own flags on.
+type fsDefine interface {
+	Uint64(name string, value uint64, usage string) *uint64
+	Bool(name string, value bool, usage string) *bool
+}
+
+// replay is "cycled replay": the recorded timeline, ticks that were not nominal with
+// their lines, and events, as a person reads it or (--json) as JSON lines.
+func replay(args []string, stdout, stderr io.Writer) int {
+	var from, to *uint64
+	var asJSON *bool
+	dir, rest, code, done := stateDir(args, "replay", stdout, stderr, func(fs fsDefine) {
+		from = fs.Uint64("from", 0, "first tick id (default: the oldest recorded)")
+		to = fs.Uint64("to", 0, "last tick id (default: the newest recorded)")
+		asJSON = fs.Bool("json", false, "print JSON lines instead of text")
+	})
+	if done {
+		return code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "cycled replay: unexpected argument %q\n", rest[0])
+		return exitUsage
+	}
+	ctx := context.Background()
+	rd, err := recorder.OpenReader(ctx, dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "cycled replay:", err)
+		return exitError
+	}
+	defer rd.Close()
+	p := &timeline{w: stdout, json: *asJSON}
+	if err := p.run(ctx, rd, *from, *to); err != nil {
+		fmt.Fprintln(stderr, "cycled replay:", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// timeline prints a replay.
+type timeline struct {
+	w        io.Writer
+	json     bool
+	okFrom   uint64 // the first of the nominal ticks not printed yet (0: none)
+	okTo     uint64
+	lastTick uint64
+}
+
+func (p *timeline) run(ctx context.Context, rd *recorder.Reader, from, to uint64) error {
+	next := from
+	for {
+		metas, err := rd.Metas(ctx, next, to, replayPage)
+		if err != nil || len(metas) == 0 {
+			p.flushOK()
+			return err
+		}
+		last := metas[len(metas)-1].ID
+		lines, err := rd.Lines(ctx, metas[0].ID, last)
+		if err != nil {
+			return err
+		}
+		evs, err := rd.Events(ctx, recorder.EventQuery{FromTick: max(metas[0].ID, p.lastTick+1), ToTick: last})
+		if err != nil {
+			return err
+		}
+		p.page(metas, lines, evs)
+		if len(metas) < replayPage {
+			p.flushOK()
+			return nil
+		}
+		next = last + 1
+	}
+}
+
+// page prints a page of ticks with their lines, each event before the tick it belongs to.
+func (p *timeline) page(metas []recorder.TickMeta, lines []recorder.Line, evs []recorder.Event) {
+	for _, m := range metas {
+		for len(evs) > 0 && evs[0].TickID <= m.ID {
+			p.flushOK()
+			p.event(evs[0])
+			evs = evs[1:]
+		}
+		var mine []recorder.Line
+		for len(lines) > 0 && lines[0].TickID == m.ID {
+			mine, lines = append(mine, lines[0]), lines[1:]
+		}
+		if m.Severity == faultsummary.OK && len(mine) == 0 {
+			if p.okFrom == 0 {
+				p.okFrom = m.ID
+			}
+			p.okTo = m.ID
+		} else {
+			p.flushOK()
+			p.tick(m, mine)
+		}
+		p.lastTick = m.ID
+	}
+	for _, e := range evs {
+		p.flushOK()
+		p.event(e)
+	}
+}
+
+func (p *timeline) flushOK() {
+	if p.okFrom == 0 {
+		return
+	}
+	if p.json {
+		p.emit(map[string]any{"type": "ok", "from": p.okFrom, "to": p.okTo})
+	} else if p.okFrom == p.okTo {
+		fmt.Fprintf(p.w, "  tick %d ok\n", p.okFrom)
+	} else {
+		fmt.Fprintf(p.w, "  ticks %d-%d ok\n", p.okFrom, p.okTo)
+	}
+	p.okFrom = 0
+}
+
+func (p *timeline) tick(m recorder.TickMeta, lines []recorder.Line) {
+	if p.json {
+		if lines == nil {
+			lines = []recorder.Line{}
+		}
+		p.emit(struct {
+			Type string `json:"type"`
+			recorder.TickMeta
+			Lines []recorder.Line `json:"lines"`
+		}{"tick", m, lines})
+		return
+	}
+	em := ""
+	if m.Emergency {
+		em = "  EMERGENCY"
+	}
+	fmt.Fprintf(p.w, "%s  tick %d  %s  %s%s  (run %s, generation %d)\n", m.StartedAt.Format(time.RFC3339Nano),
+		m.ID, m.Severity, m.Finish, em, m.RunID, m.Generation)
+	for _, l := range lines {
+		detail := ""
+		if l.FaultKind != "" {
+			detail = "  " + l.FaultKind
+		}
+		if l.Abandoned {
+			detail += "  abandoned"
+		}
+		if l.Error != "" {
+			detail += fmt.Sprintf("  %q", l.Error)
+		}
+		fmt.Fprintf(p.w, "    %-20s %-12s attempts %d  %.3f ms%s\n", l.Name, l.Status, l.Attempts, l.LatencyMs, detail)
+	}
+}
+
+func (p *timeline) event(e recorder.Event) {
+	if p.json {
+		p.emit(struct {
+			Type string `json:"type"`
+			recorder.Event
+		}{"event", e})
+		return
+	}
+	fmt.Fprintf(p.w, "%s  event %s at tick %d: %s\n", e.At.Format(time.RFC3339Nano), e.Kind, e.TickID,
+		strings.TrimSpace(string(e.Data)))
+}
+
+func (p *timeline) emit(v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(p.w, "%s\n", b)
+}
+
+// recorderCmd is "cycled recorder check|vacuum".
+func recorderCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "check" && args[0] != "vacuum") {
+		fmt.Fprintln(stderr, "usage: cycled recorder check|vacuum [--state DIR | --config F] [--json]")
+		return exitUsage
+	}
+	var asJSON *bool
+	dir, _, code, done := stateDir(args[1:], "recorder "+args[0], stdout, stderr, func(fs fsDefine) {
+		asJSON = fs.Bool("json", false, "print the report as JSON")
+	})
+	if done {
+		return code
+	}
+	ctx := context.Background()
+	if args[0] == "vacuum" {
+		before, after, err := recorder.Vacuum(ctx, dir)
+		if err != nil {
+			fmt.Fprintln(stderr, "cycled recorder vacuum:", err)
+			return exitError
+		}
+		fmt.Fprintf(stdout, "vacuumed: %d bytes -> %d bytes\n", before, after)
+		return exitOK
+	}
+	return recorderCheck(ctx, dir, *asJSON, stdout, stderr)
+}
+
+func recorderCheck(ctx context.Context, dir string, asJSON bool, stdout, stderr io.Writer) int {
+	rd, err := recorder.OpenReader(ctx, dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "cycled recorder check:", err)
+		return exitError
+	}
+	defer rd.Close()
+	rp, err := rd.Check(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "cycled recorder check:", err)
+		return exitError
+	}
+	if asJSON {
+		b, _ := json.Marshal(rp)
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		fmt.Fprint(stdout, rp.String())
+	}
+	if !rp.OK() {
+		return exitError
+	}
+	return exitOK
+}

@@ -58,7 +58,8 @@ func WithStatusOf(f func(decide.Outcome) decide.Status) Option {
 	return func(c *Checker) { c.statusOf = f }
 }
 
-// WithPolicy replaces the inference of a module's error policy (see InferPolicy).
+// WithPolicy replaces the recorded (or inferred, see InferPolicy) error policy of the
+// modules.
 func WithPolicy(f PolicyFunc) Option { return func(c *Checker) { c.policy = f } }
 
 // WithEmergency sets the emergency configuration the ticks ran with. Without it, the
@@ -74,12 +75,14 @@ type Checker struct {
 	policy   PolicyFunc
 	em       decide.EmergencyConfig
 	emSet    bool
+	recorded []recordedRules       // the rules recorded (Check reads them)
+	rules    *recorder.Rules       // those of the tick being checked; nil: none recorded
 	prev     *faultsummary.Summary // the tick checked before, if it is the one before
 }
 
 // New returns a Checker with the current version's rules, changed by opts.
 func New(opts ...Option) *Checker {
-	c := &Checker{judge: decide.Judge, policy: InferPolicy, em: decide.EmergencyConfig{RecoverAfter: 3}}
+	c := &Checker{judge: decide.Judge, em: decide.EmergencyConfig{RecoverAfter: 3}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -90,6 +93,10 @@ func New(opts ...Option) *Checker {
 // difference, and how many ticks were checked.
 func Check(ctx context.Context, rd *recorder.Reader, from, to uint64, opts ...Option) ([]Diff, int, error) {
 	c := New(opts...)
+	var err error
+	if c.recorded, err = loadRules(ctx, rd); err != nil {
+		return nil, 0, err
+	}
 	var diffs []Diff
 	n := 0
 	after := uint64(0)
@@ -124,8 +131,8 @@ func bound(to uint64) uint64 {
 	return to + 1
 }
 
-// InferPolicy is the default PolicyFunc. The recorder does not keep a module's error
-// policy, so it is read from the tick: a module whose tier failed while it failed is
+// InferPolicy is the PolicyFunc used for a module whose policy the database does not
+// record (one written before the recorder kept the rules): it is read from the tick: a module whose tier failed while it failed is
 // fail_fast, the module a short-circuited tick names is abort, any other is degrade; an
 // open line with the on_open error is on_open fail; tier 0 is the safety tier.
 func InferPolicy(s *faultsummary.Summary, m *faultsummary.Module) decide.Policy {

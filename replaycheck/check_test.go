@@ -61,9 +61,10 @@ func registrations(f *faults) []cycle.Registration {
 }
 
 // record runs a step-mode engine recorded on a real database in a fresh state directory
+// (with its decision rules recorded when watch is set)
 // through every kind of line (retried, failed, timed_out, busy, open, a failed tier, a
 // short-circuit, emergency entered and left) and returns the directory.
-func record(t *testing.T) string {
+func record(t *testing.T, watch bool) string {
 	t.Helper()
 	dir := t.TempDir()
 	rec, err := recorder.Open(context.Background(), recorder.Options{Dir: dir})
@@ -73,14 +74,17 @@ func record(t *testing.T) string {
 	f := &faults{release: make(chan struct{})}
 	br := breaker.Settings{FailureThreshold: 2, Cooldown: time.Hour, HalfOpenSuccesses: 1}
 	ts := []tiers.Tier{
-		{Name: "safety", Budget: 50 * time.Millisecond, MaxAttempts: 1, Breaker: br},
-		{Name: "planning", Budget: 50 * time.Millisecond, MaxAttempts: 2, Breaker: br},
-		{Name: "acting", Budget: 50 * time.Millisecond, MaxAttempts: 1, Breaker: br},
+		{Name: "safety", Budget: 200 * time.Millisecond, MaxAttempts: 1, Breaker: br},
+		{Name: "planning", Budget: 200 * time.Millisecond, MaxAttempts: 2, Breaker: br},
+		{Name: "acting", Budget: 200 * time.Millisecond, MaxAttempts: 1, Breaker: br},
 	}
 	eng, err := cycle.New(cycle.Config{Tiers: ts, History: 8}, registrations(f),
 		cycle.WithIdentity(rec.Identity()), cycle.WithHooks(rec.Hooks()))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if watch {
+		rec.Watch(eng)
 	}
 	tick := func(n int) {
 		for range n {
@@ -111,6 +115,13 @@ func record(t *testing.T) string {
 	}
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
+	}
+	seen := statuses(t, dir)
+	for _, want := range []string{"retried", "failed", "timed_out", "busy", "open", "skipped", "emergency",
+		"short_circuited", "completed"} {
+		if !seen[want] {
+			t.Fatalf("the recorded cycle has no %q: %v", want, seen)
+		}
 	}
 	return dir
 }
@@ -161,14 +172,11 @@ func statuses(t *testing.T, dir string) map[string]bool {
 // A database recorded by the current version replays with no difference, and it holds
 // every kind of line the check recomputes.
 func TestCurrentVersionHasNoDifference(t *testing.T) {
-	dir := record(t)
-	seen := statuses(t, dir)
-	for _, want := range []string{"retried", "failed", "timed_out", "busy", "open", "skipped", "emergency",
-		"short_circuited", "completed"} {
-		if !seen[want] {
-			t.Errorf("the recorded cycle has no %q", want)
-		}
-	}
+	t.Run("rules recorded", func(t *testing.T) { noDifference(t, record(t, true)) })
+	t.Run("rules inferred", func(t *testing.T) { noDifference(t, record(t, false)) })
+}
+
+func noDifference(t *testing.T, dir string) {
 	diffs, n := check(t, dir)
 	if n < 17 {
 		t.Errorf("checked %d ticks", n)
@@ -180,7 +188,7 @@ func TestCurrentVersionHasNoDifference(t *testing.T) {
 
 // A changed rule, injected in the test, is reported with the tick, the module and the field.
 func TestChangedRuleIsReported(t *testing.T) {
-	dir := record(t)
+	dir := record(t, true)
 	for _, c := range []struct {
 		name   string
 		opt    replaycheck.Option
@@ -205,6 +213,11 @@ func TestChangedRuleIsReported(t *testing.T) {
 			v.SafetyFailure = false
 			return v
 		}), "", "emergency.active", "true", "false"},
+		{"fail_fast degrades instead", replaycheck.WithJudge(func(o decide.Outcome, p decide.Policy) decide.Verdict {
+			v := decide.Judge(o, p)
+			v.FailsTier = false
+			return v
+		}), "", "tiers[1].status", "failed", "degraded"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			diffs, _ := check(t, dir, c.opt)
@@ -226,7 +239,7 @@ func TestChangedRuleIsReported(t *testing.T) {
 
 // A check from a tick in the middle of an emergency takes its state as given.
 func TestCheckFromTheMiddle(t *testing.T) {
-	dir := record(t)
+	dir := record(t, true)
 	rd, err := recorder.OpenReader(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ type tickRun struct {
 // first: the emergency state carries from one tick to the next when their ids follow.
 func (c *Checker) Tick(s *faultsummary.Summary) []Diff {
 	r := &tickRun{c: c, rec: s, lines: append([]faultsummary.Module(nil), s.Modules()...)}
+	c.rules = rulesFor(c.recorded, s)
 	if p := c.prev; p != nil && p.TickID+1 == s.TickID && p.RunID == s.RunID {
 		r.em, r.known = emergencyOf(p.Emergency), true
 		if r.em.Latched && !s.Emergency.Latched && s.Emergency.Active && s.Emergency.SinceTick == r.em.Since {
@@ -108,7 +109,7 @@ func (r *tickRun) modules(ti int, skipped bool) (decide.TierResult, string) {
 		if skipped {
 			o = decide.Outcome{Refusal: decide.TierSkipped}
 		}
-		v := r.verdict(o, r.c.policy(r.rec, m))
+		v := r.verdict(o, r.c.policyOf(r.rec, m))
 		r.diff(m.Name, "status", string(m.Status), string(v.Status.Public()))
 		if want, differs := served(v.Serve, m.Served.Source); differs {
 			r.diff(m.Name, "served.source", m.Served.Source.String(), want)
@@ -198,13 +199,16 @@ func OutcomeOf(m *faultsummary.Module, tierSkipped bool) decide.Outcome {
 }
 
 // emergencyConfig returns the emergency configuration for tick s, the state before it
-// being before. The recorder does not keep the configuration: unless WithEmergency gave it,
-// latch is what s records, and recover_after is learned from the ticks, the count of
+// being before: WithEmergency's, else the recorded rules'. Without either (a database
+// written before the recorder kept the rules), latch is what s records, and recover_after is learned from the ticks, the count of
 // healthy ticks at which the recorded emergency ended, at least one more than a count at
 // which it went on (default 3, the configuration's).
 func (c *Checker) emergencyConfig(before decide.Emergency, s *faultsummary.Summary) decide.EmergencyConfig {
 	if c.emSet {
 		return c.em
+	}
+	if c.rules != nil && c.rules.RecoverAfter > 0 {
+		return decide.EmergencyConfig{Latch: c.rules.Latch, RecoverAfter: c.rules.RecoverAfter}
 	}
 	e := s.Emergency
 	c.em.Latch = e.Latched

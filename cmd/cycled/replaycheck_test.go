@@ -63,6 +63,11 @@ func TestReplayCheck(t *testing.T) {
 		!strings.Contains(out.String(), "4 ticks checked, 0 differences") {
 		t.Fatalf("replay --check: %d\n%s%s", code, out.String(), errb.String())
 	}
+	out.Reset()
+	if code := run([]string{"replay", "--json", "--state", state}, &out, &errb); code != exitOK ||
+		!strings.Contains(out.String(), `"kind":"decision_rules"`) || !strings.Contains(out.String(), `"recall":{"policy":"degrade"`) {
+		t.Fatalf("the daemon did not record its decision rules: %d\n%s", code, out.String())
+	}
 	tamper(t, state, 2, func(js string) string {
 		if !strings.Contains(js, `"status":"retried"`) {
 			t.Fatalf("tick 2 has no retried line: %s", js)

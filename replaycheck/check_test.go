@@ -2,7 +2,10 @@ package replaycheck_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -261,5 +264,81 @@ func TestCheckFromTheMiddle(t *testing.T) {
 	diffs, n, err := replaycheck.Check(context.Background(), rd, from, from+1)
 	if err != nil || n != 2 || len(diffs) != 0 {
 		t.Errorf("from %d: %d ticks, %v, %v", from, n, diffs, err)
+	}
+}
+
+// A reload that changes a module's policy is recorded with its generation: the ticks after
+// it are judged under the new policy, those before under the old one.
+func TestRulesFollowReloads(t *testing.T) {
+	dir := t.TempDir()
+	rec, err := recorder.Open(context.Background(), recorder.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fail atomic.Bool
+	fail.Store(true)
+	mod := tiers.ModuleFunc(func(context.Context, *tiers.Input) (any, error) {
+		if fail.Load() {
+			return nil, fault.Transient(errors.New("injected"))
+		}
+		return 1, nil
+	})
+	br := breaker.Settings{FailureThreshold: 100, Cooldown: time.Hour, HalfOpenSuccesses: 1}
+	cfg := cycle.Config{Tiers: []tiers.Tier{{Name: "safety", Budget: time.Second, Breaker: br},
+		{Name: "planning", Budget: time.Second, Breaker: br}}, History: 8}
+	regs := func(p tiers.Policy) []cycle.Registration {
+		return []cycle.Registration{{Spec: tiers.ModuleSpec{Name: "checker", Tier: "planning", Policy: p}, Module: mod}}
+	}
+	eng, err := cycle.New(cfg, regs(tiers.FailFast), cycle.WithIdentity(rec.Identity()), cycle.WithHooks(rec.Hooks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Watch(eng)
+	var finishes []faultsummary.Finish
+	tick := func() {
+		s, err := eng.Tick(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		finishes = append(finishes, s.Finish)
+	}
+	tick()
+	if err := eng.Reload(cfg, regs(tiers.Degrade)); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	tick()
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if finishes[0] != faultsummary.Failed || finishes[2] != faultsummary.Completed {
+		t.Fatalf("finishes %v: the reload did not change the policy", finishes)
+	}
+	if diffs, n := check(t, dir); len(diffs) != 0 || n != 3 {
+		t.Errorf("%d ticks: %v", n, diffs)
+	}
+	rd, err := recorder.OpenReader(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	evs, err := rd.Events(context.Background(), recorder.EventQuery{Kind: recorder.KindRules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var policies []string
+	for _, ev := range evs {
+		var r recorder.Rules
+		if err := json.Unmarshal(ev.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		policies = append(policies, fmt.Sprintf("%d:%s", r.Generation, r.Modules["checker"].Policy))
+	}
+	if n := len(policies); n < 2 || !strings.HasSuffix(policies[0], ":fail_fast") || !strings.HasSuffix(policies[n-1], ":degrade") ||
+		strings.HasPrefix(policies[n-1], "0:") {
+		t.Errorf("recorded rules %v: want fail_fast, then degrade under the reload's generation", policies)
 	}
 }

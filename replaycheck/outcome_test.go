@@ -6,6 +6,7 @@ import (
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/recorder"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -48,6 +49,34 @@ func TestOutcomeOfRoundTrip(t *testing.T) {
 		}
 		if got := decide.Judge(OutcomeOf(&m, c.tierSkipped), c.p); got != want {
 			t.Errorf("%s: line %+v\n got %+v\nwant %+v", c.name, m, got, want)
+		}
+	}
+}
+
+// The recorded rules, not the tick, decide a module's policy: a failed line recorded as
+// degrading its tier is a difference once the rules of its run say abort.
+func TestRecordedRulesBeatInference(t *testing.T) {
+	s := &faultsummary.Summary{TickID: 7, RunID: "r", Generation: 2, Finish: faultsummary.Completed,
+		OverallSeverity: faultsummary.Degraded, Tiers: []faultsummary.Tier{{Index: 0, Name: "safety", Status: faultsummary.TierOK},
+			{Index: 1, Name: "planning", Status: faultsummary.TierDegraded}}}
+	s.SetModules([]faultsummary.Module{{Name: "p", Tier: "planning", TierIndex: 1, Status: faultsummary.StatusFailed,
+		Attempts: 1, FaultKind: "transient", Error: "down"}})
+	abort := recorder.Rules{Generation: 2, RecoverAfter: 3, Modules: map[string]recorder.ModuleRules{"p": {Policy: tiers.Abort, TierIndex: 1}}}
+	for _, c := range []struct {
+		name  string
+		rules []recordedRules
+		diffs int
+	}{
+		{"inferred: degrade", nil, 0},
+		{"recorded: abort", []recordedRules{{tick: 1, run: "r", rules: abort}}, 1},
+		{"recorded for another run", []recordedRules{{tick: 1, run: "other", rules: abort}}, 0},
+		{"recorded after the tick", []recordedRules{{tick: 8, run: "r", rules: abort}}, 0},
+	} {
+		ch := New()
+		ch.recorded = c.rules
+		diffs := ch.Tick(s)
+		if len(diffs) != c.diffs || (c.diffs > 0 && (diffs[0].Field != "finish" || diffs[0].Recomputed != "short_circuited")) {
+			t.Errorf("%s: %v", c.name, diffs)
 		}
 	}
 }

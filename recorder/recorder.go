@@ -97,6 +97,8 @@ type Recorder struct {
 	retainMu sync.Mutex    // serialises retention with the commits that count ticks
 	count    int           // guarded by retainMu; ticks in the database
 
+	engine engineRef // the engine whose rules are recorded (Watch); nil: none
+
 	stop     chan struct{}
 	done     chan struct{}
 	closeErr error
@@ -231,7 +233,10 @@ func (r *Recorder) Hooks() cycle.Hooks {
 			}
 			r.eventAt(kind, ev.TickID, ev)
 		},
-		OnApply: func(gen uint64) { r.Event(KindApplied, map[string]uint64{"generation": gen}) },
+		OnApply: func(gen uint64) {
+			r.Event(KindApplied, map[string]uint64{"generation": gen})
+			r.applied(gen)
+		},
 	}
 }
 

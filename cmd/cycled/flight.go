@@ -63,6 +63,14 @@ func (f *flight) engineOptions() []cycle.Option {
 	return []cycle.Option{cycle.WithIdentity(f.rec.Identity()), cycle.WithHooks(f.rec.Hooks())}
 }
 
+// watch records the engine's decision rules (policies, emergency configuration) for
+// "cycled replay --check".
+func (f *flight) watch(e *cycle.Engine) {
+	if f.rec != nil {
+		f.rec.Watch(e)
+	}
+}
+
 // wire sets the API's recorder, cache and audit, and chains the registration callbacks
 // so that registrations and removals are recorded.
 func (f *flight) wire(o *api.Options) {

@@ -56,6 +56,9 @@ const usage = `Usage:
   cycled replay [--state DIR] [--from ID] [--to ID] [--json]
                                  print the flight recorder's timeline (ticks that were not
                                  nominal, with their lines, and events)
+  cycled replay --check [--state DIR] [--from ID] [--to ID] [--json]
+                                 re-run this version's decision rules over the recorded
+                                 outcomes; list every field that would differ (exit 1 if any)
   cycled recorder check|vacuum [--state DIR]
                                  check the recorder's database (integrity, size) or shrink it
 

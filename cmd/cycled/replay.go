@@ -11,6 +11,7 @@ import (
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/recorder"
+	"github.com/cycled/cycled/replaycheck"
 )
 
 // replayPage is how many ticks replay reads at a time.
@@ -47,8 +48,9 @@ type fsDefine interface {
 // their lines, and events, as a person reads it or (--json) as JSON lines.
 func replay(args []string, stdout, stderr io.Writer) int {
 	var from, to *uint64
-	var asJSON *bool
+	var asJSON, check *bool
 	dir, rest, code, done := stateDir(args, "replay", stdout, stderr, func(fs fsDefine) {
+		check = fs.Bool("check", false, "re-run the current decision rules over the recorded outcomes and list every difference (exit 1 if any)")
 		from = fs.Uint64("from", 0, "first tick id (default: the oldest recorded)")
 		to = fs.Uint64("to", 0, "last tick id (default: the newest recorded)")
 		asJSON = fs.Bool("json", false, "print JSON lines instead of text")
@@ -67,9 +69,38 @@ func replay(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	defer rd.Close()
+	if *check {
+		return replayCheck(ctx, rd, *from, *to, *asJSON, stdout, stderr)
+	}
 	p := &timeline{w: stdout, json: *asJSON}
 	if err := p.run(ctx, rd, *from, *to); err != nil {
 		fmt.Fprintln(stderr, "cycled replay:", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// replayCheck is "cycled replay --check": every recorded field the current rules decide
+// differently, one line each (JSON lines with --json). It exits 0 when nothing differs, 1
+// when something does, and 2 when the check could not run.
+func replayCheck(ctx context.Context, rd *recorder.Reader, from, to uint64, asJSON bool, stdout, stderr io.Writer) int {
+	diffs, n, err := replaycheck.Check(ctx, rd, from, to)
+	if err != nil {
+		fmt.Fprintln(stderr, "cycled replay --check:", err)
+		return exitUsage
+	}
+	enc := json.NewEncoder(stdout)
+	for _, d := range diffs {
+		if asJSON {
+			_ = enc.Encode(d)
+		} else {
+			fmt.Fprintln(stdout, d)
+		}
+	}
+	if !asJSON {
+		fmt.Fprintf(stdout, "%d ticks checked, %d differences\n", n, len(diffs))
+	}
+	if len(diffs) > 0 {
 		return exitError
 	}
 	return exitOK

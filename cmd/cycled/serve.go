@@ -104,6 +104,7 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	}
 	defer engine.Close()
 	mc.Attach(engine)
+	fl.watch(engine)
 
 	readLimiter := api.NewReadLimiter(readLimit(cfg.HTTP.ReadLimit))
 	reg.MustRegister(buildInfoCollector(),

@@ -235,8 +235,9 @@ func New(opts Options) http.Handler {
 		r.Get("/blackboard/*", s.getBlackboardKey)
 		r.Get("/emergency", s.getEmergency)
 		r.Get("/config", s.getConfig)
-		r.Get("/", ui.Handler().ServeHTTP) // the dashboard (package ui)
-		r.Mount("/ui", ui.Handler())
+		dashboard := ui.Handler() // the dashboard (package ui): its page and its assets
+		r.Get("/", dashboard.ServeHTTP)
+		r.Mount("/ui", dashboard)
 		r.Get("/openapi.json", s.getOpenAPI)
 		r.Get("/events", s.listEvents)
 	})

@@ -30,31 +30,10 @@ import (
 // context ends (even with a write blocked on a client that stopped reading), or the
 // engine's hub closes the subscription.
 func (s *server) getStream(w http.ResponseWriter, r *http.Request) {
-	rc := http.NewResponseController(w)
+	c := &sseConn{w: w, rc: http.NewResponseController(w)}
 	sub := s.e.Events().Subscribe(StreamBuffer)
 	defer sub.Close()
-
-	// A client that stopped reading leaves this handler blocked in a write, where it does
-	// not see its context end (the client left, or the daemon shuts down and cancels the
-	// server's base context). When the context ends, the write deadline is moved to now,
-	// so the blocked write fails at once; send checks closing after setting its own
-	// deadline, so that a write started meanwhile does not get the deadline back.
-	var closing atomic.Bool
-	unblocked := make(chan struct{})
-	stopUnblock := context.AfterFunc(r.Context(), func() {
-		defer close(unblocked)
-		closing.Store(true)
-		_ = rc.SetWriteDeadline(time.Now())
-	})
-	defer func() {
-		if !stopUnblock() {
-			// The context ended and moved the write deadline to now. The handler is past
-			// any write: give net/http streamEndGrace to end the body cleanly, so that a
-			// client reads the end of the stream rather than a cut-off transfer.
-			<-unblocked
-			_ = rc.SetWriteDeadline(time.Now().Add(streamEndGrace))
-		}
-	}()
+	defer c.unblockOnDone(r.Context())()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -62,81 +41,142 @@ func (s *server) getStream(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	var buf bytes.Buffer
-	send := func() bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
-		if closing.Load() {
-			return false
-		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return false
-		}
-		buf.Reset()
-		return rc.Flush() == nil
-	}
-	buf.WriteString("retry: 2000\n: connected\n\n")
-	if !send() {
+	c.buf.WriteString("retry: 2000\n: connected\n\n")
+	if !c.send() || !s.replay(c, r) {
 		return
 	}
-
-	var last uint64 // the last tick id sent
-	resume := r.Header.Get("Last-Event-ID")
-	if resume == "" {
-		resume = r.URL.Query().Get("last_event_id")
-	}
-	if id, ok := s.parseEventID(resume); ok {
-		last = id
-		replay := s.e.History().List(maxReplay, 0)
-		slices.Reverse(replay)
-		for _, sum := range replay {
-			if sum.TickID <= last {
-				continue
-			}
-			if !s.writeTickEvent(&buf, sum) || !send() {
-				return
-			}
-			last = sum.TickID
-		}
-	}
-
 	ping := time.NewTicker(s.ping)
 	defer ping.Stop()
-	var dropped uint64
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case <-ping.C:
-			buf.WriteString(": ping\n\n")
+			c.buf.WriteString(": ping\n\n")
 		case ev, ok := <-sub.C():
 			if !ok {
 				return
 			}
-			if d := sub.Dropped(); d != dropped {
-				buf.WriteString(": skipped " + strconv.FormatUint(d-dropped, 10) + " events (slow reader)\n\n")
-				dropped = d
+			c.skipped(sub.Dropped())
+			wrote, alive := s.writeStreamEvent(c, ev)
+			if !alive {
+				return
 			}
-			switch ev.Type {
-			case faultsummary.EventTick:
-				if ev.Summary == nil || ev.Summary.TickID <= last {
-					continue
-				}
-				if !s.writeTickEvent(&buf, ev.Summary) {
-					return
-				}
-				last = ev.Summary.TickID
-			case faultsummary.EventBreaker:
-				writeEvent(&buf, "breaker", ev.Breaker)
-			case faultsummary.EventEmergency:
-				writeEvent(&buf, "emergency", ev.Emergency)
-			default:
+			if !wrote {
 				continue
 			}
 		}
-		if !send() {
+		if !c.send() {
 			return
 		}
 	}
+}
+
+// sseConn is one SSE client's connection: the pending bytes, and what it was sent.
+type sseConn struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	buf     bytes.Buffer // written to the client by send
+	closing atomic.Bool  // the request's context ended: no more writes
+	last    uint64       // the last tick id sent
+	dropped uint64       // the subscription's drops already announced
+}
+
+// unblockOnDone arranges for a write blocked on a client that stopped reading to fail
+// when ctx ends, and returns the function to defer to undo it.
+//
+// A client that stopped reading leaves the handler blocked in a write, where it does not
+// see its context end (the client left, or the daemon shuts down and cancels the server's
+// base context). When the context ends, the write deadline is moved to now, so the
+// blocked write fails at once; send checks closing after setting its own deadline, so
+// that a write started meanwhile does not get the deadline back.
+func (c *sseConn) unblockOnDone(ctx context.Context) func() {
+	unblocked := make(chan struct{})
+	stopUnblock := context.AfterFunc(ctx, func() {
+		defer close(unblocked)
+		c.closing.Store(true)
+		_ = c.rc.SetWriteDeadline(time.Now())
+	})
+	return func() {
+		if !stopUnblock() {
+			// The context ended and moved the write deadline to now. The handler is past
+			// any write: give net/http streamEndGrace to end the body cleanly, so that a
+			// client reads the end of the stream rather than a cut-off transfer.
+			<-unblocked
+			_ = c.rc.SetWriteDeadline(time.Now().Add(streamEndGrace))
+		}
+	}
+}
+
+// send writes and flushes the pending bytes; false when the client is gone.
+func (c *sseConn) send() bool {
+	_ = c.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if c.closing.Load() {
+		return false
+	}
+	if _, err := c.w.Write(c.buf.Bytes()); err != nil {
+		return false
+	}
+	c.buf.Reset()
+	return c.rc.Flush() == nil
+}
+
+// skipped announces the events the subscription dropped since the last announcement,
+// given its count of drops d.
+func (c *sseConn) skipped(d uint64) {
+	if d != c.dropped {
+		c.buf.WriteString(": skipped " + strconv.FormatUint(d-c.dropped, 10) + " events (slow reader)\n\n")
+		c.dropped = d
+	}
+}
+
+// replay sends a resuming client (Last-Event-ID header, or the last_event_id query
+// parameter) the ticks after its id still in the history; false when the stream must end.
+func (s *server) replay(c *sseConn, r *http.Request) bool {
+	resume := r.Header.Get("Last-Event-ID")
+	if resume == "" {
+		resume = r.URL.Query().Get("last_event_id")
+	}
+	id, ok := s.parseEventID(resume)
+	if !ok {
+		return true
+	}
+	c.last = id
+	replay := s.e.History().List(maxReplay, 0)
+	slices.Reverse(replay)
+	for _, sum := range replay {
+		if sum.TickID <= c.last {
+			continue
+		}
+		if !s.writeTickEvent(&c.buf, sum) || !c.send() {
+			return false
+		}
+		c.last = sum.TickID
+	}
+	return true
+}
+
+// writeStreamEvent appends the engine's event ev to the client's pending bytes: wrote
+// reports whether it appended anything (a tick already sent, or an unknown kind, is not),
+// ok false that the stream must end.
+func (s *server) writeStreamEvent(c *sseConn, ev faultsummary.Event) (wrote, ok bool) {
+	switch ev.Type {
+	case faultsummary.EventTick:
+		if ev.Summary == nil || ev.Summary.TickID <= c.last {
+			return false, true
+		}
+		if !s.writeTickEvent(&c.buf, ev.Summary) {
+			return false, false
+		}
+		c.last = ev.Summary.TickID
+	case faultsummary.EventBreaker:
+		writeEvent(&c.buf, "breaker", ev.Breaker)
+	case faultsummary.EventEmergency:
+		writeEvent(&c.buf, "emergency", ev.Emergency)
+	default:
+		return false, true
+	}
+	return true, true
 }
 
 // writeTickEvent appends a tick event to buf; false if the summary cannot be encoded.

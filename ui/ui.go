@@ -83,6 +83,6 @@ func Handler() http.Handler {
 func notFound(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusNotFound)
-	body, _ := json.Marshal(map[string]map[string]string{"error": {"code": "not_found", "message": "no dashboard asset " + r.URL.Path}})
+	body, _ := json.Marshal(map[string]map[string]string{"error": {"code": "not_found", "message": "no dashboard asset " + r.URL.Path, "field": ""}})
 	_, _ = w.Write(append(body, '\n'))
 }

@@ -45,47 +45,16 @@ const (
 // serve is "cycled run". ctx ends on SIGINT or SIGTERM; stop restores the default signal
 // behaviour (a second Ctrl-C kills at once); hup delivers SIGHUP (reload).
 func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
+	cfg, loadOpts, code, ok := loadRunConfig(args, stdout, stderr)
+	if !ok {
 		return code
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "cycled run: unexpected argument %q (use --config FILE)\n", fs.Arg(0))
-		return exitUsage
-	}
-	loadOpts := []config.LoadOption{config.WithFlags(fs)}
-	cfg, err := config.Load(loadOpts...)
-	if err != nil {
-		var ve *tiers.ValidationError
-		if errors.As(err, &ve) {
-			fmt.Fprintln(stderr, "cycled: invalid configuration:")
-			for _, p := range ve.Problems {
-				fmt.Fprintln(stderr, "  "+p.String())
-			}
-		} else {
-			fmt.Fprintln(stderr, "cycled:", err)
-		}
-		return exitError
 	}
 	log, level := newLogger(cfg.Log, stderr)
 	defer log.Sync() //nolint:errcheck // stderr cannot be synced on every platform
-	log.Info("starting", zap.String("version", versionString()), zap.String("config", cfg.Source()),
-		zap.Duration("period", cfg.Cycle.Period), zap.Int("tiers", len(cfg.Tiers)), zap.Int("modules", len(cfg.Modules)))
-	for _, w := range cfg.Validate().Warnings() {
-		log.Warn("configuration warning", zap.String("field", w.Path), zap.String("message", w.Message))
+	logStart(log, cfg)
+	if !applyRealtime(cfg, log) {
+		return exitError
 	}
-
-	if p := cfg.Cycle.RealtimePriority; p > 0 {
-		// Before the engine and the HTTP server start their goroutines: threads started
-		// later inherit the policy from the thread that starts them.
-		n, err := rtsched.Apply(p)
-		if err != nil {
-			log.Error("cannot run at real-time priority", zap.String("field", "cycle.realtime_priority"), zap.Error(err))
-			return exitError
-		}
-		log.Info("real-time scheduling", zap.String("policy", "SCHED_FIFO"), zap.Int("priority", p), zap.Int("threads", n))
-	}
-
 	reg := prometheus.NewRegistry()
 	mc := metrics.New(reg)
 	events := newEventLog(log)
@@ -107,6 +76,93 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	fl.watch(engine)
 
 	readLimiter := api.NewReadLimiter(readLimit(cfg.HTTP.ReadLimit))
+	registerServeMetrics(reg, engine, readLimiter)
+	reloader := newReloader(cfg, regs, engine, loadOpts, log, level, fl, readLimiter)
+	store := restoreRuntime(cfg, engine, reloader, log)
+	apiOpts := apiOptions(cfg, engine, reg, reloader, store, log, readLimiter)
+	fl.wire(&apiOpts)
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	var active inflight
+	srv, serveErr, ok := startHTTP(baseCtx, cancelBase, cfg, api.New(apiOpts), &active, log, stdout)
+	if !ok {
+		return exitError
+	}
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	runDone, watchDone := runInBackground(runCtx, engine, reloader)
+
+	code = waitForEnd(ctx, hup, reloader, log, serveErr, runDone, watchDone)
+	stop() // a second SIGINT or SIGTERM now terminates at once
+
+	// Stop ticking at a tick boundary: Run returns after the running tick.
+	stopRun()
+	<-runDone
+	drainHTTP(srv, &active, log)
+	engine.Close()
+	log.Info("stopped", zap.Int("exit_code", code))
+	return code
+}
+
+// loadRunConfig parses the flags of "cycled run" and loads the configuration; when ok is
+// false, the usage or the error is printed and code is the exit code.
+func loadRunConfig(args []string, stdout, stderr io.Writer) (cfg *config.Config, loadOpts []config.LoadOption, code int, ok bool) {
+	fs := newFlags("run")
+	if code, done := parseFlags(fs, args, stdout, stderr); done {
+		return nil, nil, code, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "cycled run: unexpected argument %q (use --config FILE)\n", fs.Arg(0))
+		return nil, nil, exitUsage, false
+	}
+	loadOpts = []config.LoadOption{config.WithFlags(fs)}
+	cfg, err := config.Load(loadOpts...)
+	if err != nil {
+		var ve *tiers.ValidationError
+		if errors.As(err, &ve) {
+			fmt.Fprintln(stderr, "cycled: invalid configuration:")
+			for _, p := range ve.Problems {
+				fmt.Fprintln(stderr, "  "+p.String())
+			}
+		} else {
+			fmt.Fprintln(stderr, "cycled:", err)
+		}
+		return nil, nil, exitError, false
+	}
+	return cfg, loadOpts, exitOK, true
+}
+
+// logStart logs the start and the configuration's warnings.
+func logStart(log *zap.Logger, cfg *config.Config) {
+	log.Info("starting", zap.String("version", versionString()), zap.String("config", cfg.Source()),
+		zap.Duration("period", cfg.Cycle.Period), zap.Int("tiers", len(cfg.Tiers)), zap.Int("modules", len(cfg.Modules)))
+	for _, w := range cfg.Validate().Warnings() {
+		log.Warn("configuration warning", zap.String("field", w.Path), zap.String("message", w.Message))
+	}
+}
+
+// applyRealtime moves the process to real-time scheduling when cycle.realtime_priority
+// asks for it; false (logged) when that fails. It must run before the engine and the
+// HTTP server start their goroutines: threads started later inherit the policy from the
+// thread that starts them.
+func applyRealtime(cfg *config.Config, log *zap.Logger) bool {
+	p := cfg.Cycle.RealtimePriority
+	if p <= 0 {
+		return true
+	}
+	n, err := rtsched.Apply(p)
+	if err != nil {
+		log.Error("cannot run at real-time priority", zap.String("field", "cycle.realtime_priority"), zap.Error(err))
+		return false
+	}
+	log.Info("real-time scheduling", zap.String("policy", "SCHED_FIFO"), zap.Int("priority", p), zap.Int("threads", n))
+	return true
+}
+
+// registerServeMetrics registers the daemon's own metrics: build information, the
+// period in force, and the read pacing's counters.
+func registerServeMetrics(reg *prometheus.Registry, engine *cycle.Engine, readLimiter *api.ReadLimiter) {
 	reg.MustRegister(buildInfoCollector(),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cycled_cycle_period_seconds",
 			Help: "The tick period in force (cycle.period); 0 in step mode. Alert rules compare start lag and tick age with it."},
@@ -117,6 +173,12 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cycled_http_reads_refused_total",
 			Help: "Read requests answered 429 under http.read_limit."},
 			func() float64 { return float64(readLimiter.Stats().Refused) }))
+}
+
+// newReloader returns the configuration's reloader; a successful reload also sets the log
+// level and the read pacing, and every reload is logged and recorded.
+func newReloader(cfg *config.Config, regs []cycle.Registration, engine *cycle.Engine, loadOpts []config.LoadOption,
+	log *zap.Logger, level zap.AtomicLevel, fl *flight, readLimiter *api.ReadLimiter) *config.Reloader {
 	var reloader *config.Reloader
 	reloader = config.NewReloader(cfg, regs, engine, config.WithLoadOptions(loadOpts...),
 		config.OnReload(func(res config.ReloadResult) {
@@ -131,7 +193,12 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 			}
 			readLimiter.Set(readLimit(cur.HTTP.ReadLimit))
 		}))
+	return reloader
+}
 
+// restoreRuntime opens the store of runtime registrations in state_dir and registers the
+// saved modules again; an unreadable store is logged, and the daemon runs without them.
+func restoreRuntime(cfg *config.Config, engine *cycle.Engine, reloader *config.Reloader, log *zap.Logger) *runtimeStore {
 	store, err := openStore(cfg.StateDir)
 	if err != nil {
 		log.Error("runtime registrations not restored", zap.Error(err))
@@ -140,17 +207,14 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		log.Info("removed temporary files of an interrupted save", zap.String("state_dir", cfg.StateDir), zap.Strings("files", store.removedTemps))
 	}
 	restore(engine, reloader, store, log)
+	return store
+}
 
-	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
-	if err != nil {
-		log.Error("cannot listen", zap.String("addr", cfg.HTTP.Addr), zap.Error(err))
-		return exitError
-	}
-	if cfg.HTTP.AdminToken == "" && !api.LoopbackAddr(ln.Addr()) {
-		log.Warn("no admin token configured: admin routes answer 403 on this non-loopback listener; set http.admin_token (CYCLED_HTTP_ADMIN_TOKEN)",
-			zap.String("addr", ln.Addr().String()))
-	}
-	apiOpts := api.Options{
+// apiOptions wires the API to the engine, the reloader and the store of runtime
+// registrations.
+func apiOptions(cfg *config.Config, engine *cycle.Engine, reg *prometheus.Registry, reloader *config.Reloader,
+	store *runtimeStore, log *zap.Logger, readLimiter *api.ReadLimiter) api.Options {
+	return api.Options{
 		Engine:       engine,
 		Registry:     reg,
 		AdminToken:   cfg.HTTP.AdminToken,
@@ -171,13 +235,23 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		Version:     versionString(),
 		ReadLimiter: readLimiter,
 	}
-	fl.wire(&apiOpts)
-	handler := api.New(apiOpts)
+}
 
-	baseCtx, cancelBase := context.WithCancel(context.Background())
-	defer cancelBase()
-	var active inflight
-	srv := &http.Server{
+// startHTTP listens on http.addr and serves handler there, its requests' base context
+// baseCtx (cancelled at shutdown, which ends long-polls and streams at once); serveErr
+// receives Serve's error. ok is false (logged) when the address cannot be listened on.
+func startHTTP(baseCtx context.Context, cancelBase func(), cfg *config.Config, handler http.Handler, active *inflight,
+	log *zap.Logger, stdout io.Writer) (srv *http.Server, serveErr chan error, ok bool) {
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
+	if err != nil {
+		log.Error("cannot listen", zap.String("addr", cfg.HTTP.Addr), zap.Error(err))
+		return nil, nil, false
+	}
+	if cfg.HTTP.AdminToken == "" && !api.LoopbackAddr(ln.Addr()) {
+		log.Warn("no admin token configured: admin routes answer 403 on this non-loopback listener; set http.admin_token (CYCLED_HTTP_ADMIN_TOKEN)",
+			zap.String("addr", ln.Addr().String()))
+	}
+	srv = &http.Server{
 		Handler:           active.wrap(handler),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
@@ -192,37 +266,42 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		srv.ErrorLog = el
 	}
 	srv.RegisterOnShutdown(cancelBase) // ends long-polls and streams at once
-	serveErr := make(chan error, 1)
+	serveErr = make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	addr := ln.Addr().String()
 	log.Info("listening", zap.String("addr", addr), zap.Bool("step_mode", cfg.Cycle.Period == 0))
 	fmt.Fprintf(stdout, "listening on http://%s\n", addr)
+	return srv, serveErr, true
+}
 
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	runDone := make(chan error, 1)
-	go func() { runDone <- engine.Run(runCtx) }()
-	watchDone := make(chan error, 1)
-	go func() { watchDone <- reloader.Watch(runCtx) }()
+// runInBackground runs the engine and the configuration's watch until ctx ends; each
+// channel receives its function's result.
+func runInBackground(ctx context.Context, engine *cycle.Engine, reloader *config.Reloader) (runDone, watchDone chan error) {
+	runDone, watchDone = make(chan error, 1), make(chan error, 1)
+	go func() { runDone <- engine.Run(ctx) }()
+	go func() { watchDone <- reloader.Watch(ctx) }()
+	return runDone, watchDone
+}
 
-	code := exitOK
-loop:
+// waitForEnd serves SIGHUP reloads until ctx ends or the HTTP server, the scheduler or
+// the configuration's watch fails, and returns the exit code. A scheduler's error is put
+// back on runDone for the shutdown to read.
+func waitForEnd(ctx context.Context, hup <-chan os.Signal, reloader *config.Reloader, log *zap.Logger,
+	serveErr <-chan error, runDone chan error, watchDone <-chan error) int {
 	for {
 		select {
 		case <-ctx.Done():
 			log.Info("shutting down: finishing the running tick")
-			break loop
+			return exitOK
 		case <-hup:
 			_ = reloader.ReloadFrom(ctx, "signal") // logged by OnReload
 		case err := <-serveErr:
 			log.Error("HTTP server failed", zap.Error(err))
-			code = exitError
-			break loop
+			return exitError
 		case err := <-runDone:
 			log.Error("scheduler stopped", zap.Error(err))
-			runDone <- err // for the shutdown below
-			code = exitError
-			break loop
+			runDone <- err // for the shutdown
+			return exitError
 		case err := <-watchDone:
 			if err != nil {
 				log.Warn("configuration file not watched; reload with SIGHUP or POST /config/reload", zap.Error(err))
@@ -230,13 +309,11 @@ loop:
 			watchDone = nil
 		}
 	}
-	stop() // a second SIGINT or SIGTERM now terminates at once
+}
 
-	// Stop ticking at a tick boundary: Run returns after the running tick.
-	stopRun()
-	<-runDone
-	// Drain HTTP: long requests end at once (base context), others get drainTimeout, and
-	// clients still sending a request are not waited for.
+// drainHTTP shuts the HTTP server down: long requests end at once (base context), others
+// get drainTimeout, and clients still sending a request are not waited for.
+func drainHTTP(srv *http.Server, active *inflight, log *zap.Logger) {
 	dctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	cut := time.AfterFunc(readingGrace, func() { active.closeReading() })
@@ -250,9 +327,6 @@ loop:
 		}
 		srv.Close()
 	}
-	engine.Close()
-	log.Info("stopped", zap.Int("exit_code", code))
-	return code
 }
 
 // readLimit is the API's pacing of read requests as configured.

@@ -67,13 +67,20 @@ type daemon struct {
 	config string // the configuration file's path
 }
 
-// startDaemon runs the daemon on the YAML configuration (http.addr and state_dir are set
-// here) and waits for it to listen; it is stopped at the end of the test.
+// startDaemon runs the daemon on the YAML configuration (http.addr, the admin token and
+// state_dir are set here) and waits for it to listen; it is stopped at the end of the test.
 func startDaemon(t *testing.T, yaml string) *daemon {
+	t.Helper()
+	return startDaemonHTTP(t, yaml, "{addr: \"127.0.0.1:0\", admin_token: "+adminToken+"}")
+}
+
+// startDaemonHTTP is startDaemon with the http section given (its addr must be
+// 127.0.0.1:0, the listener reported on stdout).
+func startDaemonHTTP(t *testing.T, yaml, http string) *daemon {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "cycled.yaml")
-	yaml += "\nhttp: {addr: \"127.0.0.1:0\", admin_token: " + adminToken + "}\nstate_dir: " + filepath.Join(dir, "state") + "\n"
+	yaml += "\nhttp: " + http + "\nstate_dir: " + filepath.Join(dir, "state") + "\n"
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

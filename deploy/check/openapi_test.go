@@ -18,12 +18,33 @@ import (
 // call is one request of the conformance run and the status it must get.
 type call struct {
 	method, path, body string
-	admin              bool // send the admin token
+	admin              bool   // send the admin token
+	token              string // send this bearer token instead
 	header             [2]string
+	host               string // the Host to name, if not the listener's
 	status             int
 	stream             bool   // an endless body: validate its first bytes
 	before             func() // run before the request
+	poll               bool   // repeat (for up to pollFor) until status and contains are met
+	contains           string // a text the body must contain
 }
+
+// pollFor bounds a call's repetitions while it waits for the recorder's asynchronous writes.
+const pollFor = 10 * time.Second
+
+// recorderConfig runs a flight recorder with an in-memory history of two ticks, so that
+// older ticks are answered from the database, and a module that fails its first two ticks.
+const recorderConfig = `
+cycle: {period: 0, history: 2}
+recorder: {enabled: true, flush: 10ms}
+modules:
+  - name: guard
+    tier: safety
+    builtin: {value: {clear: true}}
+  - name: recall
+    tier: knowledge
+    builtin: {value: 1, fail_ticks: [[1, 2]]}
+`
 
 const stepConfig = `
 cycle: {period: 0}
@@ -124,10 +145,65 @@ func TestOpenAPIConformance(t *testing.T) {
 			{method: "POST", path: "/ticks", admin: true, status: 409},
 			{method: "GET", path: "/healthz", status: 200},
 		}},
+		{startDaemon(t, recorderConfig), recorderCalls()},
+		{startDaemonHTTP(t, stepConfig, `{addr: "127.0.0.1:0"}`), localCalls()},
 	} {
 		for _, c := range d.calls {
 			check(t, v, d.d, c)
 		}
+	}
+}
+
+// recorderCalls are the calls to a daemon with a flight recorder (recorderConfig): ticks
+// past the in-memory history, the list's filters, events, and the slow-down of an address
+// that keeps failing authentication (last: it refuses the address's admin requests).
+func recorderCalls() []call {
+	calls := []call{
+		{method: "POST", path: "/ticks", admin: true, status: 200, contains: `"run_id"`},
+		{method: "POST", path: "/ticks", admin: true, status: 200},
+		{method: "POST", path: "/ticks", admin: true, status: 200},
+		{method: "POST", path: "/ticks", admin: true, status: 200},
+		{method: "GET", path: "/ticks/latest", status: 200, contains: `"recorder"`},
+		{method: "GET", path: "/ticks/1", status: 200, poll: true, contains: `"tick_id":1,`},
+		{method: "GET", path: "/ticks/99", status: 404},
+		{method: "GET", path: "/ticks?limit=10", status: 200, poll: true, contains: `"count":4`},
+		{method: "GET", path: "/ticks?severity=degraded", status: 200, contains: `"count":2`},
+		{method: "GET", path: "/ticks?module=recall&status=failed", status: 200},
+		{method: "GET", path: "/ticks?module=recall", status: 200, contains: `"count":2`},
+		{method: "GET", path: "/ticks?since=2000-01-01T00:00:00Z&until=2100-01-01T00:00:00Z&limit=1", status: 200},
+		{method: "GET", path: "/ticks?severity=bad", status: 400},
+		{method: "GET", path: "/ticks?module=recall&status=ok", status: 400},
+		{method: "GET", path: "/ticks?since=yesterday", status: 400},
+		{method: "GET", path: "/ticks?since=2100-01-01T00:00:00Z&until=2000-01-01T00:00:00Z", status: 400},
+		{method: "GET", path: "/ticks?before=x", status: 400},
+		{method: "GET", path: "/events", status: 200, poll: true, contains: `"kind":"admin"`},
+		{method: "GET", path: "/events?kind=admin&after=1&limit=2", status: 200, contains: `"count":2`},
+		{method: "GET", path: "/events?after=x", status: 400},
+		{method: "GET", path: "/events?limit=0", status: 400},
+	}
+	for range authFailureBurst {
+		calls = append(calls, call{method: "POST", path: "/emergency/reset", token: "wrong", status: 401})
+	}
+	return append(calls, call{method: "POST", path: "/emergency/reset", admin: true, status: 429})
+}
+
+// authFailureBurst is api.AuthFailureBurst: the failed authentications an address is
+// allowed in a row before it is slowed down.
+const authFailureBurst = 10
+
+// localCalls are the calls to a daemon without an admin token and without a recorder:
+// the dashboard, the 501 of GET /events, and the refusals of the token-less admin rules.
+func localCalls() []call {
+	return []call{
+		{method: "GET", path: "/", status: 200, contains: "<html"},
+		{method: "GET", path: "/ui/app.js", status: 200},
+		{method: "GET", path: "/ui/app.css", status: 200},
+		{method: "GET", path: "/ui/nope.js", status: 404},
+		{method: "GET", path: "/events", status: 501},
+		{method: "POST", path: "/emergency/reset", status: 200},
+		{method: "POST", path: "/emergency/reset", token: adminToken, status: 401},
+		{method: "POST", path: "/emergency/reset", host: "rebound.example", status: 403, contains: "foreign_host"},
+		{method: "POST", path: "/emergency/reset", header: [2]string{"Origin", "http://rebound.example"}, status: 403, contains: "cross_origin"},
 	}
 }
 
@@ -137,6 +213,31 @@ func check(t *testing.T, v validator.Validator, d *daemon, c call) {
 	if c.before != nil {
 		c.before()
 	}
+	resp, body := send(t, d, c)
+	for deadline := time.Now().Add(pollFor); c.poll && !c.met(resp.StatusCode, body) && time.Now().Before(deadline); {
+		resp, body = send(t, d, c)
+	}
+	if !c.met(resp.StatusCode, body) {
+		t.Errorf("%s %s: status %d, want %d (with %q): %.300s", c.method, c.path, resp.StatusCode, c.status, c.contains, body)
+		return
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	vreq, _ := http.NewRequest(c.method, "http://127.0.0.1:8080"+c.path, nil)
+	if ok, errs := v.ValidateHttpResponse(vreq, resp); !ok {
+		for _, e := range errs {
+			t.Errorf("%s %s → %d: %s (%s)%s", c.method, c.path, resp.StatusCode, e.Message, e.Reason, schemaErrors(e))
+		}
+	}
+}
+
+// met reports whether an answer is the one the call wants.
+func (c call) met(status int, body []byte) bool {
+	return status == c.status && bytes.Contains(body, []byte(c.contains))
+}
+
+// send makes the call's request and reads its answer (the first bytes of a stream).
+func send(t *testing.T, d *daemon, c call) (*http.Response, []byte) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, c.method, d.base+c.path, strings.NewReader(c.body))
@@ -147,33 +248,27 @@ func check(t *testing.T, v validator.Validator, d *daemon, c call) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.admin {
-		req.Header.Set("Authorization", "Bearer "+adminToken)
+		c.token = adminToken
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	if c.header[0] != "" {
 		req.Header.Set(c.header[0], c.header[1])
+	}
+	if c.host != "" {
+		req.Host = c.host
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", c.method, c.path, err)
 	}
-	var body []byte
-	if c.stream {
-		body = make([]byte, 256)
-		n, _ := io.ReadAtLeast(resp.Body, body, 16)
-		body = body[:n]
-	} else {
-		body, _ = io.ReadAll(resp.Body)
+	defer resp.Body.Close()
+	if !c.stream {
+		body, _ := io.ReadAll(resp.Body)
+		return resp, body
 	}
-	resp.Body.Close()
-	if resp.StatusCode != c.status {
-		t.Errorf("%s %s: status %d, want %d: %.300s", c.method, c.path, resp.StatusCode, c.status, body)
-		return
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	vreq, _ := http.NewRequest(c.method, "http://127.0.0.1:8080"+c.path, nil)
-	if ok, errs := v.ValidateHttpResponse(vreq, resp); !ok {
-		for _, e := range errs {
-			t.Errorf("%s %s → %d: %s (%s)%s", c.method, c.path, resp.StatusCode, e.Message, e.Reason, schemaErrors(e))
-		}
-	}
+	body := make([]byte, 256)
+	n, _ := io.ReadAtLeast(resp.Body, body, 16)
+	return resp, body[:n]
 }

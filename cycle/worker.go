@@ -665,7 +665,7 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 	switch {
 	case tr.preAdmit(rt, ln, busy != 0):
 	default:
-		p := rt.br.Acquire()
+		p := rt.br.AcquireAt(tr.start) // an open breaker refuses without its lock
 		if ln.refusal = decide.AdmitBreaker(p.Allowed()); ln.refusal != decide.NotRefused {
 			break
 		}

@@ -132,7 +132,7 @@ type state struct {
 
 // degradedKey returns the key of rt with " (none)", or " (expired)", for degraded_keys.
 func (st *state) degradedKey(rt *modRT, expired bool) string {
-	i, suffix := 2*rt.idx, " (none)"
+	i, suffix := 2*int(rt.idx), " (none)"
 	if expired {
 		i, suffix = i+1, " (expired)"
 	}
@@ -170,6 +170,10 @@ func (st *state) registration(name string) (Registration, bool) {
 }
 
 // modRT is a module's runtime: its worker, breaker and last outcome.
+//
+// It fits 128 bytes, a size class of two whole cache lines, which every admission and
+// verdict of the module reads (TestModRTSize): what can be derived from the spec (the
+// breaker's name) is not kept.
 type modRT struct {
 	id      uint64 // the registration's identity
 	name    string
@@ -178,13 +182,21 @@ type modRT struct {
 	key     string
 	mod     tiers.Module
 	br      *breaker.Breaker
-	brName  string
 	w       *worker
-	idx     int // index of the module's line in the summary
-	tierPos int // index of the module in its tier
+	idx     int32 // index of the module's line in the summary
+	tierPos int32 // index of the module in its tier
 	bslot   *blackboard.Slot
 	lslot   *lastgood.Slot
 	policy  decide.Policy // what the verdict on its outcome looks at
+}
+
+// breakerName returns the name of rt's breaker: the named breaker of its spec, or its own,
+// which carries the module's name.
+func (rt *modRT) breakerName() string {
+	if rt.spec.Breaker != "" {
+		return rt.spec.Breaker
+	}
+	return rt.name
 }
 
 // sameModule reports whether a and b are the same module implementation: equal interface
@@ -499,15 +511,14 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 		pm := &st.plan.Modules[i]
 		reg := st.regs[pm.Spec.Name]
 		rt := &modRT{id: reg.id, name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
-			brName: pm.Spec.Breaker, policy: decide.Policy{Policy: pm.Policy,
+			policy: decide.Policy{Policy: pm.Policy,
 				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency}}
-		if rt.brName == "" {
-			rt.brName = pm.Spec.Name
+		if pm.Spec.Breaker == "" {
 			s := st.cfg.Tiers[pm.TierIndex].Breaker
 			s.Name = pm.Spec.Name
 			want[pm.Spec.Name] = s
 		}
-		order = append(order, rt.brName)
+		order = append(order, rt.breakerName())
 		if prev, ok := oldRT[rt.name]; ok && prev.id == rt.id {
 			rt.w = prev.w
 			delete(oldRT, rt.name)
@@ -551,11 +562,11 @@ func (e *Engine) placeRuntimes(st *state) {
 	n := 0
 	for _, ms := range st.tierMods {
 		for pos, rt := range ms {
-			rt.tierPos = pos
-			rt.idx = n
+			rt.tierPos = int32(pos)
+			rt.idx = int32(n)
 			n++
 			st.lines = append(st.lines, rt)
-			rt.br, _ = e.breakers.Get(rt.brName)
+			rt.br, _ = e.breakers.Get(rt.breakerName())
 			e.lg.SetTTL(rt.key, rt.spec.TTL)
 			rt.lslot = e.lg.Slot(rt.key)
 			rt.bslot = e.board.Slot(rt.key)
@@ -661,8 +672,8 @@ func (e *Engine) Modules() []ModuleInfo {
 				Policy: rt.planned.Policy, Origin: st.regs[rt.name].origin, Module: rt.mod, Busy: rt.w.busy(),
 				LastGood: e.lg.Get(rt.key, now)}
 			if s := latest; s != nil {
-				if rt.idx < s.NumModules() {
-					if m := s.ModuleAt(rt.idx); m.Name == rt.name {
+				if int(rt.idx) < s.NumModules() {
+					if m := s.ModuleAt(int(rt.idx)); m.Name == rt.name {
 						mi.Last = &m
 					}
 				}

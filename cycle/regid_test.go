@@ -3,6 +3,7 @@ package cycle
 import (
 	"context"
 	"testing"
+	"unsafe"
 
 	"github.com/cycled/cycled/tiers"
 )
@@ -69,5 +70,13 @@ func TestRuntimeFuncModuleKeepsWorkerOnReload(t *testing.T) {
 	}
 	if workerOf(t, e, "r") != before {
 		t.Fatal("the runtime module got a new worker")
+	}
+}
+
+// A module's runtime fits a 128-byte size class: two whole cache lines, which the runners
+// read for every module of every tick.
+func TestModRTSize(t *testing.T) {
+	if n := unsafe.Sizeof(modRT{}); n > 128 {
+		t.Fatalf("modRT is %d bytes; keep it within 128", n)
 	}
 }

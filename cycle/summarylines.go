@@ -136,7 +136,7 @@ func (l *tickLines) Line(i int, m *faultsummary.Module) {
 	ti := rt.planned.TierIndex
 	*m = faultsummary.Module{Name: rt.name, Tier: l.st.cfg.Tiers[ti].Name, TierIndex: ti,
 		Status: r.status.Public(), Attempts: int(r.attempts), LatencyMs: blackboard.Millis(r.latency),
-		Breaker: rt.brName, CircuitState: r.circuit.String(), Served: faultsummary.Served{Key: rt.key}}
+		Breaker: rt.breakerName(), CircuitState: r.circuit.String(), Served: faultsummary.Served{Key: rt.key}}
 	if r.kind != fault.KindNone {
 		m.FaultKind = r.kind.String()
 	}

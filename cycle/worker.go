@@ -833,7 +833,7 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 		w.commit(tr, rt, ln, end)
 	}
 	if !v.Plain(r.res.Attempts) {
-		tr.exception(rt.tierPos)
+		tr.exception(int(rt.tierPos))
 		return
 	}
 	ln.status = v.Status

@@ -224,6 +224,14 @@ type Breaker struct {
 	fastSucc atomic.Uint64 // successes recorded on the fast path
 	peek     atomic.Uint32 // mirrors state for lock-free readers
 
+	// open is gen<<1|1 while the breaker is open, 0 otherwise, and openUntil the end of
+	// that cooldown as a duration since epoch: AcquireAt refuses an open breaker before its
+	// cooldown ends without the lock. openUntil is written before open, and open changes
+	// with every generation, so a reader that sees the same open word before and after
+	// reading openUntil read that generation's.
+	open      atomic.Uint64
+	openUntil atomic.Int64
+
 	// Two small locked fields fill the padding after peek (a breaker per module: at 100 000
 	// modules, 16 bytes less per breaker moves it into a smaller size class).
 	state      State // guarded by mu
@@ -231,6 +239,7 @@ type Breaker struct {
 
 	settings  Settings    // immutable after New; defaults applied
 	clock     clock.Clock // immutable after New
+	epoch     time.Time   // immutable after New; the origin of openUntil
 	listeners []Listener  // immutable after New
 
 	mu             sync.Mutex
@@ -259,6 +268,7 @@ func New(s Settings, opts ...Option) *Breaker {
 		clock:     clock.Or(o.clock),
 		listeners: slices.Clip(o.listeners),
 	}
+	b.epoch = b.clock.Now()
 	b.fast.Store(1) // generation 0, closed, no failure
 	return b
 }
@@ -277,6 +287,16 @@ func (b *Breaker) Name() string { return b.settings.Name }
 
 // Settings returns the settings with defaults applied.
 func (b *Breaker) Settings() Settings { return b.settings }
+
+// AcquireAt is Acquire for a caller that knows the time (now, from the breaker's clock,
+// not after the present): an open breaker whose cooldown has not ended by now refuses
+// without taking its lock or reading the clock. Otherwise it is Acquire.
+func (b *Breaker) AcquireAt(now time.Time) Permit {
+	if o := b.open.Load(); o&1 == 1 && int64(now.Sub(b.epoch)) < b.openUntil.Load() && b.open.Load() == o {
+		return Permit{kind: Refused, gen: o >> 1}
+	}
+	return b.Acquire()
+}
 
 // Acquire asks to run once. An open breaker whose cooldown has elapsed half-opens here.
 func (b *Breaker) Acquire() Permit {
@@ -469,9 +489,12 @@ func (b *Breaker) transitionLocked(to State, reason string, now time.Time) {
 	b.transitions++
 	b.probes = b.probes[:0]
 	b.probeSuccesses = 0
+	b.open.Store(0)
 	switch to {
 	case Open:
 		b.openedAt = now
+		b.openUntil.Store(int64(now.Sub(b.epoch) + b.settings.Cooldown))
+		b.open.Store(b.gen<<1 | 1)
 	case Closed:
 		b.openedAt = time.Time{}
 		b.consecutive = 0

@@ -869,3 +869,45 @@ func BenchmarkAcquireParallel(b *testing.B) {
 		}
 	})
 }
+
+// AcquireAt refuses an open breaker until its cooldown ends at the time given, and from
+// then on is Acquire: the first call at or after the end half-opens it.
+func TestAcquireAt(t *testing.T) {
+	cases := []struct {
+		name  string
+		after time.Duration // since the breaker opened, as passed to AcquireAt
+		want  breaker.PermitKind
+		state breaker.State
+	}{
+		{"just opened", 0, refused, breaker.Open},
+		{"before the cooldown ends", time.Second - time.Nanosecond, refused, breaker.Open},
+		{"at the cooldown's end", time.Second, probe, halfOpen},
+		{"long after", time.Hour, probe, halfOpen},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(epoch)
+			b := breaker.New(breaker.Settings{Name: "m", FailureThreshold: 1, Cooldown: time.Second,
+				TripOn: fault.SetOf(fault.KindTransient)}, breaker.WithClock(clk))
+			b.Failure(b.Acquire(), fault.KindTransient)
+			opened := clk.Now()
+			clk.Advance(c.after)
+			if k := b.AcquireAt(opened.Add(c.after)).Kind(); k != c.want {
+				t.Fatalf("AcquireAt = %v, want %v", k, c.want)
+			}
+			if s := b.Snapshot().State; s != c.state {
+				t.Fatalf("state %v, want %v", s, c.state)
+			}
+		})
+	}
+	t.Run("closed after a reset", func(t *testing.T) {
+		clk := clock.NewFake(epoch)
+		b := breaker.New(breaker.Settings{Name: "m", FailureThreshold: 1, Cooldown: time.Second,
+			TripOn: fault.SetOf(fault.KindTransient)}, breaker.WithClock(clk))
+		b.Failure(b.Acquire(), fault.KindTransient)
+		b.Reset()
+		if k := b.AcquireAt(clk.Now()).Kind(); k != breaker.Pass {
+			t.Fatalf("AcquireAt after Reset = %v, want pass", k)
+		}
+	})
+}

@@ -148,6 +148,11 @@ type Registration struct {
 	Module tiers.Module
 	// Origin says where it came from (default FromConfig for New and Reload, FromRuntime for Register).
 	Origin Origin
+
+	// id is the registration's identity, assigned by the engine that took it (0: none
+	// yet). A registration the engine hands back (a runtime module kept by Reload,
+	// Register and Deregister) carries it, and keeps its module's worker.
+	id uint64
 }
 
 // Validate checks cfg and mods together, as New and Reload do, and returns every finding

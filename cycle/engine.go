@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/breaker"
@@ -133,7 +132,7 @@ type state struct {
 
 // degradedKey returns the key of rt with " (none)", or " (expired)", for degraded_keys.
 func (st *state) degradedKey(rt *modRT, expired bool) string {
-	i, suffix := 2*rt.idx, " (none)"
+	i, suffix := 2*int(rt.idx), " (none)"
 	if expired {
 		i, suffix = i+1, " (expired)"
 	}
@@ -153,6 +152,7 @@ func (st *state) degradedKey(rt *modRT, expired bool) string {
 // of a module placed by depends_on, so the tier as registered is kept apart.
 type regRef struct {
 	plan   int // index in plan.Modules
+	id     uint64
 	module tiers.Module
 	origin Origin
 	tier   string
@@ -166,36 +166,52 @@ func (st *state) registration(name string) (Registration, bool) {
 	}
 	spec := st.plan.Modules[ref.plan].Spec
 	spec.Tier = ref.tier
-	return Registration{Spec: spec, Module: ref.module, Origin: ref.origin}, true
+	return Registration{Spec: spec, Module: ref.module, Origin: ref.origin, id: ref.id}, true
 }
 
 // modRT is a module's runtime: its worker, breaker and last outcome.
+//
+// It fits 128 bytes, a size class of two whole cache lines, which every admission and
+// verdict of the module reads (TestModRTSize): what can be derived from the spec (the
+// breaker's name) is not kept.
 type modRT struct {
+	id      uint64 // the registration's identity
 	name    string
 	spec    *tiers.ModuleSpec // points into the plan
 	planned *tiers.PlannedModule
 	key     string
 	mod     tiers.Module
 	br      *breaker.Breaker
-	brName  string
 	w       *worker
-	idx     int // index of the module's line in the summary
-	tierPos int // index of the module in its tier
+	idx     int32 // index of the module's line in the summary
+	tierPos int32 // index of the module in its tier
 	bslot   *blackboard.Slot
 	lslot   *lastgood.Slot
 	policy  decide.Policy // what the verdict on its outcome looks at
 }
 
-// instance is the identity of a module implementation: the two words of its interface value
-// (type and data). Copies of one interface value share them, so a registration that passes
-// the module in force again (as a configuration reload does for an unchanged module) keeps
-// the module's worker, and with it a run still outstanding; any other value is a new
-// implementation, which gets a worker of its own. Unlike ==, it compares modules of any
-// type, funcs included, without reflection and without panicking on uncomparable types.
-type instance [2]unsafe.Pointer
+// breakerName returns the name of rt's breaker: the named breaker of its spec, or its own,
+// which carries the module's name.
+func (rt *modRT) breakerName() string {
+	if rt.spec.Breaker != "" {
+		return rt.spec.Breaker
+	}
+	return rt.name
+}
 
-// instanceOf returns the identity of m.
-func instanceOf(m tiers.Module) instance { return *(*instance)(unsafe.Pointer(&m)) }
+// sameModule reports whether a and b are the same module implementation: equal interface
+// values. Two values of a type that == cannot compare (a func, such as tiers.ModuleFunc)
+// are never the same: comparing them panics, and the panic is the answer. It is asked
+// only when a registration comes without an identity (see Registration.id), on a reload
+// or registration, never per tick.
+func sameModule(a, b tiers.Module) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
+}
 
 // Engine runs ticks. It is safe for concurrent use; ticks are serialised.
 type Engine struct {
@@ -214,6 +230,7 @@ type Engine struct {
 	cfgMu   sync.Mutex
 	desired *state // guarded by cfgMu; the state the next tick boundary applies
 	version uint64 // guarded by cfgMu
+	lastReg uint64 // the last registration identity given; guarded by cfgMu
 
 	tickMu     sync.Mutex
 	active     *state           // guarded by tickMu
@@ -299,7 +316,7 @@ func (e *Engine) buildState(cfg Config, mods []Registration) (*state, error) {
 	c := cfg.withDefaults()
 	st := &state{cfg: c, plan: plan, regs: make(map[string]regRef, len(mods))}
 	for _, m := range mods {
-		st.regs[m.Spec.Name] = regRef{module: m.Module, origin: m.Origin, tier: m.Spec.Tier}
+		st.regs[m.Spec.Name] = regRef{id: e.identify(m), module: m.Module, origin: m.Origin, tier: m.Spec.Tier}
 		st.order = append(st.order, m.Spec.Name)
 	}
 	for i := range plan.Modules {
@@ -324,6 +341,24 @@ func (e *Engine) buildState(cfg Config, mods []Registration) (*state, error) {
 	e.version++
 	st.version = e.version
 	return st, nil
+}
+
+// identify returns the identity of registration m in the state being built: its own if
+// it has one; else that of the registration of the same name in the desired state when
+// the module is the same implementation (a reload passing the module in force again, as
+// the configuration's reload does for an unchanged module), which keeps its worker; else a
+// new one. Called with cfgMu held (or from New).
+func (e *Engine) identify(m Registration) uint64 {
+	if m.id != 0 {
+		return m.id
+	}
+	if e.desired != nil {
+		if old, ok := e.desired.regs[m.Spec.Name]; ok && sameModule(old.module, m.Module) {
+			return old.id
+		}
+	}
+	e.lastReg++
+	return e.lastReg
 }
 
 // registrations returns the registrations of st in registration order.
@@ -457,7 +492,7 @@ func (e *Engine) applyLocked(st *state) {
 }
 
 // newRuntimes makes the runtimes of st's modules, tier by tier; a module whose
-// implementation is the same instance as in oldRT keeps its worker (a run still
+// registration has the same identity as in oldRT keeps its worker (a run still
 // outstanding keeps it busy) and is removed from oldRT. It returns the breakers st needs
 // and their names in the order the runners visit them, named breakers no module uses last.
 // A module's own breaker carries the module's name and its tier's settings.
@@ -475,17 +510,16 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 	for i := range st.plan.Modules { // sorted by tier: the order the runners visit them
 		pm := &st.plan.Modules[i]
 		reg := st.regs[pm.Spec.Name]
-		rt := &modRT{name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
-			brName: pm.Spec.Breaker, policy: decide.Policy{Policy: pm.Policy,
+		rt := &modRT{id: reg.id, name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
+			policy: decide.Policy{Policy: pm.Policy,
 				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency}}
-		if rt.brName == "" {
-			rt.brName = pm.Spec.Name
+		if pm.Spec.Breaker == "" {
 			s := st.cfg.Tiers[pm.TierIndex].Breaker
 			s.Name = pm.Spec.Name
 			want[pm.Spec.Name] = s
 		}
-		order = append(order, rt.brName)
-		if prev, ok := oldRT[rt.name]; ok && instanceOf(prev.mod) == instanceOf(rt.mod) {
+		order = append(order, rt.breakerName())
+		if prev, ok := oldRT[rt.name]; ok && prev.id == rt.id {
 			rt.w = prev.w
 			delete(oldRT, rt.name)
 		}
@@ -528,11 +562,11 @@ func (e *Engine) placeRuntimes(st *state) {
 	n := 0
 	for _, ms := range st.tierMods {
 		for pos, rt := range ms {
-			rt.tierPos = pos
-			rt.idx = n
+			rt.tierPos = int32(pos)
+			rt.idx = int32(n)
 			n++
 			st.lines = append(st.lines, rt)
-			rt.br, _ = e.breakers.Get(rt.brName)
+			rt.br, _ = e.breakers.Get(rt.breakerName())
 			e.lg.SetTTL(rt.key, rt.spec.TTL)
 			rt.lslot = e.lg.Slot(rt.key)
 			rt.bslot = e.board.Slot(rt.key)
@@ -638,8 +672,8 @@ func (e *Engine) Modules() []ModuleInfo {
 				Policy: rt.planned.Policy, Origin: st.regs[rt.name].origin, Module: rt.mod, Busy: rt.w.busy(),
 				LastGood: e.lg.Get(rt.key, now)}
 			if s := latest; s != nil {
-				if rt.idx < s.NumModules() {
-					if m := s.ModuleAt(rt.idx); m.Name == rt.name {
+				if int(rt.idx) < s.NumModules() {
+					if m := s.ModuleAt(int(rt.idx)); m.Name == rt.name {
 						mi.Last = &m
 					}
 				}

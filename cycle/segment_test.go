@@ -166,7 +166,7 @@ func TestTierEnd(t *testing.T) {
 				if degraded := slices.Contains(seg.s.DegradedKeys, rt.key+" (none)"); degraded != failed {
 					t.Fatalf("degraded keys %v (module failed: %v)", seg.s.DegradedKeys, failed)
 				}
-				m := seg.s.ModuleAt(rt.idx)
+				m := seg.s.ModuleAt(int(rt.idx))
 				if failed && (m.Error != errT.Error() || m.FaultKind != fault.KindTransient.String() || m.Served.Source != blackboard.None) {
 					t.Fatalf("failed module's line: %+v", m)
 				}
@@ -464,7 +464,7 @@ func TestEmptyFirstTierChains(t *testing.T) {
 func mod0(st *state, name string) int {
 	for _, rt := range st.lines {
 		if rt.name == name {
-			return rt.idx
+			return int(rt.idx)
 		}
 	}
 	return -1

@@ -23,10 +23,11 @@ import (
 type tickLines struct {
 	st   *state
 	tick uint64
-	loc  *time.Location // of the tick's clock: written times are kept as Unix nanoseconds
-	recs []lineRec      // one per module, in plan order
-	vals []any          // the live value each module produced this tick
-	ex   []lineEx       // indexed by lineRec.ex-1; written by the engine only
+	loc  *time.Location        // of the tick's clock: written times are kept as Unix nanoseconds
+	recs []lineRec             // one per module, in plan order
+	vals []any                 // the live value each module produced this tick
+	ex   []lineEx              // indexed by lineRec.ex-1; written by the engine only
+	fb   []faultsummary.Served // the served entries other than nothing, by lineEx.served-1
 
 	exHint int // the extras the last tick had: ex is made with that capacity
 }
@@ -64,12 +65,26 @@ func (r *lineRec) outcome() decide.Outcome {
 }
 
 // lineEx is what a line carries only when something went wrong: the error text and the
-// fallback entry served instead of a live value.
+// fallback entry served instead of a live value. A module served nothing (one that never
+// had a value: the steady state of a module that keeps failing, or whose breaker stays
+// open) needs no entry of its own: served is 0 and the line makes it from the key.
 type lineEx struct {
 	err           string
-	served        faultsummary.Served
+	served        int32 // 1 + the index of the served entry in tickLines.fb; 0: nothing
 	hasServed     bool
 	usingFallback bool
+}
+
+// serveEntry records s as the entry served for line i, which has no live value.
+func (l *tickLines) serveEntry(i int, s faultsummary.Served) {
+	x := l.extra(i)
+	x.hasServed, x.usingFallback = true, s.Source == blackboard.LastGood
+	if s == (faultsummary.Served{Key: s.Key, Source: blackboard.None}) {
+		x.served = 0
+		return
+	}
+	l.fb = append(l.fb, s)
+	x.served = int32(len(l.fb))
 }
 
 // newTickLines returns the lines of tick id under st, on the buffers b; exHint is how many
@@ -121,7 +136,7 @@ func (l *tickLines) Line(i int, m *faultsummary.Module) {
 	ti := rt.planned.TierIndex
 	*m = faultsummary.Module{Name: rt.name, Tier: l.st.cfg.Tiers[ti].Name, TierIndex: ti,
 		Status: r.status.Public(), Attempts: int(r.attempts), LatencyMs: blackboard.Millis(r.latency),
-		Breaker: rt.brName, CircuitState: r.circuit.String(), Served: faultsummary.Served{Key: rt.key}}
+		Breaker: rt.breakerName(), CircuitState: r.circuit.String(), Served: faultsummary.Served{Key: rt.key}}
 	if r.kind != fault.KindNone {
 		m.FaultKind = r.kind.String()
 	}
@@ -129,7 +144,12 @@ func (l *tickLines) Line(i int, m *faultsummary.Module) {
 		x := &l.ex[r.ex-1]
 		m.Error = x.err
 		if x.hasServed {
-			m.UsingFallback, m.Served = x.usingFallback, x.served
+			m.UsingFallback = x.usingFallback
+			if x.served != 0 {
+				m.Served = l.fb[x.served-1]
+			} else {
+				m.Served.Source = blackboard.None
+			}
 			return
 		}
 	}

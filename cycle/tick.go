@@ -148,7 +148,7 @@ func (e *Engine) circuits(st *state, s *faultsummary.Summary, tl *tickLines, tra
 		return
 	}
 	for i := range tl.recs {
-		if stt, ok := snap[st.lines[i].brName]; ok {
+		if stt, ok := snap[st.lines[i].breakerName()]; ok {
 			tl.recs[i].circuit = stt
 		} else {
 			tl.recs[i].circuit = breaker.Closed

@@ -53,10 +53,8 @@ func (e *Engine) serve(s *faultsummary.Summary, tl *tickLines, rt *modRT, ti int
 			ent.Stale = false
 		}
 	}
-	x := tl.extra(rt.idx)
-	x.hasServed, x.usingFallback = true, ent.Source == blackboard.LastGood
-	x.served = faultsummary.Served{Key: rt.key, Source: ent.Source, Stale: ent.Stale, Expired: ent.Expired,
-		AgeMs: blackboard.Millis(ent.Age), Value: ent.Value, Written: ent.Written, WrittenTick: ent.TickID, Seq: ent.Seq}
+	tl.serveEntry(int(rt.idx), faultsummary.Served{Key: rt.key, Source: ent.Source, Stale: ent.Stale, Expired: ent.Expired,
+		AgeMs: blackboard.Millis(ent.Age), Value: ent.Value, Written: ent.Written, WrittenTick: ent.TickID, Seq: ent.Seq})
 	// A module that had nothing to do (not due, emergency-only outside emergency) is not a
 	// degradation, also when its last value has expired meanwhile: the served entry says
 	// expired, degraded_keys does not list it.
@@ -84,7 +82,7 @@ func (tr *tierRun) settleModule(out *tierOutcome, j int, tEnd time.Time) {
 	var errText string
 	if err := lineErr(rt, v.Cause); err != nil {
 		errText = err.Error()
-		tl.extra(rt.idx).err = errText
+		tl.extra(int(rt.idx)).err = errText
 	}
 	if ln.attempts > 1 {
 		if s.RetryCounts == nil {

@@ -665,7 +665,7 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 	switch {
 	case tr.preAdmit(rt, ln, busy != 0):
 	default:
-		p := rt.br.Acquire()
+		p := rt.br.AcquireAt(tr.start) // an open breaker refuses without its lock
 		if ln.refusal = decide.AdmitBreaker(p.Allowed()); ln.refusal != decide.NotRefused {
 			break
 		}
@@ -704,7 +704,7 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 func (w *worker) execute(tr *tierRun, at clock.Stamp) clock.Stamp {
 	rt := w.mod.Load()
 	if w.inFor != rt { // a new runtime (first run, or a reload): check the input still fits
-		// A worker serves one implementation (see instance): only the spec may have changed.
+		// A worker serves one registration (see Engine.identify): only the spec may have changed.
 		if w.inFor == nil || w.in.Module() != rt.name || w.in.Tier() != rt.planned.TierIndex || !sameKeys(w.in.Reads(), rt.spec.Reads) {
 			w.in.Init(w.e.board, *rt.spec, rt.planned.TierIndex)
 			w.m = rt.mod
@@ -833,7 +833,7 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 		w.commit(tr, rt, ln, end)
 	}
 	if !v.Plain(r.res.Attempts) {
-		tr.exception(rt.tierPos)
+		tr.exception(int(rt.tierPos))
 		return
 	}
 	ln.status = v.Status

@@ -209,6 +209,49 @@ func TestReloadChangesDefaultTTL(t *testing.T) {
 	})
 }
 
+// TestBusyNamesItsTick: a module that honours its context but has not returned when the
+// next tick starts (ticks back to back) is busy "still running from tick N", not accused
+// of ignoring its context; only once its run has outlived its deadline by more than
+// decide.IgnoreGrace does the error say so.
+func TestBusyNamesItsTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cleanup := make(chan struct{})
+		var runs atomic.Int32
+		slow := &script{fn: func(ctx context.Context, in *tiers.Input) (any, error) {
+			if runs.Add(1) == 1 {
+				<-ctx.Done() // honours its context, but its cleanup takes until released
+				<-cleanup
+				return nil, ctx.Err()
+			}
+			return "ok", nil
+		}}
+		ts := testTiers()
+		ts[2].Breaker.FailureThreshold = 10
+		e := newEngine(t, Config{Tiers: ts}, []Registration{
+			reg("slow", "planning", slow, func(s *tiers.ModuleSpec) { s.MaxAttempts = 1 }),
+		})
+		first := tick(t, e)
+		if m := mod(t, first, "slow"); m.Status != faultsummary.StatusTimedOut {
+			t.Fatalf("tick %d: %+v, want timed_out", first.TickID, m)
+		}
+		want := fmt.Sprintf("still running from tick %d", first.TickID)
+		s := tick(t, e) // back to back: the cancelled run has not returned yet
+		if m := mod(t, s, "slow"); m.Status != faultsummary.StatusBusy || m.Error != want {
+			t.Fatalf("tick %d, back to back: status %q error %q, want busy %q", s.TickID, m.Status, m.Error, want)
+		}
+		time.Sleep(time.Second) // the run is now far past its deadline
+		s = tick(t, e)
+		if m := mod(t, s, "slow"); m.Status != faultsummary.StatusBusy || m.Error != want+" (ignored its context)" {
+			t.Fatalf("tick %d, a second later: status %q error %q, want busy %q", s.TickID, m.Status, m.Error, want+" (ignored its context)")
+		}
+		close(cleanup)
+		synctest.Wait()
+		if m := mod(t, tick(t, e), "slow"); m.Status != faultsummary.StatusOK {
+			t.Fatalf("after return: %+v", m)
+		}
+	})
+}
+
 func TestHungModuleIsAbandonedAndBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})

@@ -100,6 +100,6 @@ func moduleEvents(ev event, f func(ModuleEvent)) {
 		r := &tl.recs[i]
 		f(ModuleEvent{TickID: ev.tick, Module: rt.name, Tier: st.cfg.Tiers[rt.planned.TierIndex].Name,
 			Status: r.status.Public(), Attempts: int(r.attempts), Latency: r.latency, Kind: r.kind,
-			Err: lineErr(rt, r.cause)})
+			Err: r.err(rt)})
 	}
 }

@@ -31,7 +31,9 @@ import (
 //
 // The race detector cannot see that the collector proved the records unreferenced, and
 // would report a reader of an old summary and the tick that reuses its records as a race:
-// under it, nothing is reused.
+// under it, nothing is reused. TestHeldSummariesNeverChange, run without the race
+// detector (make test), is what checks the reuse instead: readers holding summaries
+// across many ticks and collections read the same lines as when they were published.
 type recPool struct {
 	n     int       // the number of modules the pool is for
 	shelf *recShelf // records of n modules nobody refers to; nil: no reuse for this size

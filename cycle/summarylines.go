@@ -36,9 +36,12 @@ type tickLines struct {
 // module's outcome (refusal, late, attempts, kind, the lineProbe and lineFailed flags);
 // status and cause are the verdict on them (see decide.Judge), written once per tick.
 type lineRec struct {
-	latency  time.Duration // in milliseconds only when the line is read (see Line)
-	seq      uint64        // the live value's sequence number
-	written  int64         // when the live value was written, in Unix nanoseconds
+	latency time.Duration // in milliseconds only when the line is read (see Line)
+	// seq and written describe the live value (lineLive). A line refused as busy has none:
+	// they hold instead the tick its module's outstanding run was admitted in, and how long
+	// past that run's deadline this tier started, in nanoseconds (see busyFacts).
+	seq      uint64 // the live value's sequence number
+	written  int64  // when the live value was written, in Unix nanoseconds
 	attempts int32
 	ex       int32 // 1 + the index of the line's extras in tickLines.ex; 0: none
 	status   decide.Status
@@ -60,8 +63,28 @@ const (
 
 // outcome returns the facts of the line's outcome, for the verdict.
 func (r *lineRec) outcome() decide.Outcome {
-	return decide.Outcome{Refusal: r.refusal, Late: r.late, Attempts: int(r.attempts), Kind: r.kind,
+	o := decide.Outcome{Refusal: r.refusal, Late: r.late, Attempts: int(r.attempts), Kind: r.kind,
 		Failed: r.flags&lineFailed != 0, Probe: r.flags&lineProbe != 0}
+	if r.refusal == decide.StillBusy {
+		o.Overdue = time.Duration(r.written)
+	}
+	return o
+}
+
+// busyFacts records on a line refused as busy the tick its module's outstanding run was
+// admitted in and how long past that run's deadline the refusing tier started.
+func (r *lineRec) busyFacts(since uint64, overdue time.Duration) {
+	r.seq, r.written = since, int64(overdue)
+}
+
+// err returns the error of the line of module rt: the run's own (its result stays on the
+// worker until the module's next admission, a tick later, so this holds for the tick in
+// progress or the one just finished), or the one its cause names.
+func (r *lineRec) err(rt *modRT) error {
+	if r.cause == decide.CauseRun {
+		return rt.w.res.res.Err
+	}
+	return r.cause.ErrSince(r.seq)
 }
 
 // lineEx is what a line carries only when something went wrong: the error text and the

@@ -80,7 +80,7 @@ func (tr *tierRun) settleModule(out *tierOutcome, j int, tEnd time.Time) {
 	v := decide.Judge(ln.outcome(), rt.policy)
 	ln.status, ln.kind, ln.cause = v.Status, v.Kind, v.Cause
 	var errText string
-	if err := lineErr(rt, v.Cause); err != nil {
+	if err := ln.err(rt); err != nil {
 		errText = err.Error()
 		tl.extra(int(rt.idx)).err = errText
 	}
@@ -126,14 +126,4 @@ func (tr *tierRun) record(rt *modRT, ln *lineRec, v decide.Verdict) {
 	default:
 		rt.br.Release(rt.w.permit)
 	}
-}
-
-// lineErr returns the error of a module's line in the tick in progress, or of the tick
-// just finished: the run's own (its result stays on the worker until the module's next
-// admission, a tick later), or the one its cause names.
-func lineErr(rt *modRT, c decide.Cause) error {
-	if c == decide.CauseRun {
-		return rt.w.res.res.Err
-	}
-	return c.Err()
 }

@@ -544,6 +544,12 @@ type worker struct {
 
 	inFor *modRT // the runtime w.in was made for
 
+	// The tick the outstanding run was admitted in and its deadline (Unix nanoseconds).
+	// Written by the admission that sets the busy bit, read by a later admission that
+	// finds it set (admissions are serialised by the phase word).
+	runTick     uint64
+	runDeadline int64
+
 	// The dedicated goroutine, started on first need; guarded by its users' ordering
 	// (admission of a module is serialised by its phase).
 	chMu    sync.Mutex
@@ -635,6 +641,10 @@ const (
 func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
 	ln.refusal = decide.Admit(decide.Gate{Tick: tr.tick, Every: rt.spec.Every, EmergencyOnly: rt.spec.Emergency,
 		Emergency: tr.emergency, Busy: busy})
+	if ln.refusal == decide.StillBusy {
+		w := rt.w
+		ln.busyFacts(w.runTick, time.Duration(tr.start.UnixNano()-w.runDeadline))
+	}
 	return ln.refusal != decide.NotRefused
 }
 
@@ -669,7 +679,7 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		if ln.refusal = decide.AdmitBreaker(p.Allowed()); ln.refusal != decide.NotRefused {
 			break
 		}
-		w.permit = p
+		w.permit, w.runTick, w.runDeadline = p, tr.tick, tr.deadline.UnixNano()
 		w.phase.Store(phase(tr.tick, phRunning) | busyBit) // not busy before: the bit is ours
 		if w.isFast() {
 			w.retire()

@@ -90,6 +90,12 @@ func TestJudge(t *testing.T) {
 			Verdict{Status: Busy, Cause: CauseBusy, Kind: tr, Breaker: Failure, Serve: Stale, Failure: true}},
 		{"busy, abort: aborts, nothing on the breaker", Outcome{Refusal: StillBusy}, abort,
 			Verdict{Status: Busy, Cause: CauseBusy, Kind: tr, Serve: Stale, Failure: true, Aborts: true}},
+		{"busy, its run at its deadline's grace: not said to ignore its context", Outcome{Refusal: StillBusy, Overdue: IgnoreGrace}, degrade,
+			Verdict{Status: Busy, Cause: CauseBusy, Kind: tr, Breaker: Failure, Serve: Stale, Failure: true}},
+		{"busy, its run past its deadline's grace: ignored its context", Outcome{Refusal: StillBusy, Overdue: IgnoreGrace + 1}, degrade,
+			Verdict{Status: Busy, Cause: CauseBusyIgnored, Kind: tr, Breaker: Failure, Serve: Stale, Failure: true}},
+		{"busy, abort, ignored its context", Outcome{Refusal: StillBusy, Overdue: time.Second}, abort,
+			Verdict{Status: Busy, Cause: CauseBusyIgnored, Kind: tr, Serve: Stale, Failure: true, Aborts: true}},
 		{"busy in the safety tier", Outcome{Refusal: StillBusy}, safety,
 			Verdict{Status: Busy, Cause: CauseBusy, Kind: tr, Breaker: Failure, Serve: Nothing, Failure: true, FailsTier: true, SafetyFailure: true}},
 		{"open, bypass", Outcome{Refusal: BreakerOpen}, degrade, Verdict{Status: Open, Serve: Stale}},
@@ -129,9 +135,30 @@ func TestStatusNames(t *testing.T) {
 		t.Error("None is neither nominal nor published")
 	}
 	for c := CauseBusy; c <= CauseTickCanceled; c++ {
-		if c.Err() == nil {
+		if c.Err() == nil || c.ErrSince(1) == nil {
 			t.Errorf("cause %d has no error", c)
 		}
+	}
+}
+
+// A busy line says what is known: the tick its outstanding run started in, and that it
+// ignored its context only when that is the cause.
+func TestBusyErrors(t *testing.T) {
+	for _, c := range []struct {
+		c     Cause
+		since uint64
+		want  string
+	}{
+		{CauseBusy, 7, "still running from tick 7"},
+		{CauseBusyIgnored, 12, "still running from tick 12 (ignored its context)"},
+		{CauseAbandoned, 3, CauseAbandoned.Err().Error()},
+	} {
+		if got := c.c.ErrSince(c.since).Error(); got != c.want {
+			t.Errorf("cause %d since %d: %q, want %q", c.c, c.since, got, c.want)
+		}
+	}
+	if CauseRun.ErrSince(1) != nil || CauseNone.ErrSince(1) != nil {
+		t.Error("CauseRun and CauseNone have no error of their own")
 	}
 }
 

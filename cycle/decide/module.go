@@ -1,6 +1,9 @@
 package decide
 
 import (
+	"strconv"
+	"time"
+
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/tiers"
@@ -71,7 +74,16 @@ type Outcome struct {
 	Kind     fault.Kind // the final fault kind; fault.KindNone on success
 	Failed   bool       // the run ended with an error
 	Probe    bool       // it ran as a half-open probe
+	// Overdue, for a StillBusy refusal: how long past its own deadline the outstanding run
+	// of an earlier tick was when this tick's tier started (zero or less: not yet past it).
+	Overdue time.Duration
 }
+
+// IgnoreGrace is how long a run may outlive its deadline before a module refused as busy
+// is said to have ignored its context (CauseBusyIgnored): a module that honours its context
+// still needs to see the cancellation, return and be scheduled, and in step mode the next
+// tick starts at once. See docs/decisions.md.
+const IgnoreGrace = 50 * time.Millisecond
 
 // StatusOf returns the module's status for outcome o: the one place a status is decided.
 func StatusOf(o Outcome) Status {
@@ -114,7 +126,8 @@ type Cause uint8
 const (
 	CauseNone Cause = iota
 	CauseRun
-	CauseBusy
+	CauseBusy        // still running from an earlier tick, not yet past its deadline's grace
+	CauseBusyIgnored // still running from an earlier tick, past its deadline by more than IgnoreGrace
 	CauseAbandoned
 	CauseOpenFail
 	CauseUnstarted
@@ -127,7 +140,8 @@ type causeError string
 func (e causeError) Error() string { return string(e) }
 
 var causeErrors = [...]error{CauseNone: nil, CauseRun: nil,
-	CauseBusy:         causeError("still running from an earlier tick (ignored its context)"),
+	CauseBusy:         causeError("still running from an earlier tick"),
+	CauseBusyIgnored:  causeError("still running from an earlier tick (ignored its context)"),
 	CauseAbandoned:    causeError("still running at the tier deadline: abandoned, its late result discarded"),
 	CauseOpenFail:     causeError("circuit breaker is open (on_open: fail)"),
 	CauseUnstarted:    causeError("not started before the tier deadline"),
@@ -135,7 +149,21 @@ var causeErrors = [...]error{CauseNone: nil, CauseRun: nil,
 }
 
 // Err returns the error of a cause other than CauseRun (nil for CauseNone and CauseRun).
+// A line refused as busy reports ErrSince instead, which names the tick.
 func (c Cause) Err() error { return causeErrors[c] }
+
+// ErrSince returns the error of cause c on a line whose module's outstanding run was
+// admitted in tick since: for the busy causes it names that tick ("still running from
+// tick 7"), for the others it is Err.
+func (c Cause) ErrSince(since uint64) error {
+	switch c {
+	case CauseBusy:
+		return causeError("still running from tick " + strconv.FormatUint(since, 10))
+	case CauseBusyIgnored:
+		return causeError("still running from tick " + strconv.FormatUint(since, 10) + " (ignored its context)")
+	}
+	return c.Err()
+}
 
 // Policy is what a module's configuration says about its outcome.
 type Policy struct {
@@ -271,6 +299,9 @@ func judge(o Outcome, p Policy) Verdict {
 		return judgeRun(o, p)
 	case StillBusy:
 		v := Verdict{Cause: CauseBusy, Kind: fault.KindTransient, Serve: Stale, Failure: true}
+		if o.Overdue > IgnoreGrace {
+			v.Cause = CauseBusyIgnored
+		}
 		if p.Policy != tiers.Abort { // an abort policy's failures record nothing on the breaker
 			v.Breaker = Failure
 		}

@@ -94,15 +94,17 @@ func (g *recRig) ticks(n int) map[uint64]string {
 // recorded waits until tick id is in the database.
 func (g *recRig) recorded(id uint64) {
 	g.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	timeout := time.After(10 * time.Second)
 	for {
+		pass := g.rec.Committed() // taken before the check: a commit after it closes it
 		if b, _ := g.rec.Tick(context.Background(), id); b != nil {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-pass:
+		case <-timeout:
 			g.t.Fatalf("tick %d not recorded within 10s", id)
 		}
-		time.Sleep(time.Millisecond) //nolint:forbidigo // polling the real writer with a deadline
 	}
 }
 

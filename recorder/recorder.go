@@ -99,6 +99,9 @@ type Recorder struct {
 
 	engine engineRef // the engine whose rules are recorded (Watch); nil: none
 
+	commitMu sync.Mutex
+	commitCh chan struct{} // guarded by commitMu; closed when the writer's next pass ends
+
 	stop     chan struct{}
 	done     chan struct{}
 	closeErr error
@@ -118,7 +121,7 @@ func Open(ctx context.Context, opts Options) (*Recorder, error) {
 	}
 	db.SetMaxOpenConns(1) // the writer's; readers have their own pool
 	r := &Recorder{opts: opts, log: opts.Logger, db: db, path: path, runID: newRunID(),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), commitCh: make(chan struct{})}
 	r.q.init(opts.Queue)
 	if r.first, err = firstTick(ctx, db); err != nil {
 		db.Close()
@@ -250,6 +253,24 @@ func (r *Recorder) Event(kind string, data any) { r.eventAt(kind, r.currentTick(
 
 func (r *Recorder) eventAt(kind string, tick uint64, data any) {
 	r.push(record{ev: &eventRec{at: r.opts.Now(), tick: tick, kind: kind, data: data}})
+}
+
+// Committed returns a channel that is closed when the writer's next pass ends: the records
+// queued before the call are then committed, dropped after a failed commit, or still
+// waiting for the flush interval. Callers that wait for a record poll their condition once
+// per pass instead of on a timer.
+func (r *Recorder) Committed() <-chan struct{} {
+	r.commitMu.Lock()
+	defer r.commitMu.Unlock()
+	return r.commitCh
+}
+
+// passed wakes the callers of Committed.
+func (r *Recorder) passed() {
+	r.commitMu.Lock()
+	defer r.commitMu.Unlock()
+	close(r.commitCh)
+	r.commitCh = make(chan struct{})
 }
 
 // LatestTick returns the id of the newest tick queued by this process (0: none yet).

@@ -368,8 +368,13 @@ func TestFailingWriterKeepsTicking(t *testing.T) {
 	}})
 	broken.Store(true)
 	for range 20 {
+		pass := g.rec.Committed()
 		g.tick(1)
-		time.Sleep(2 * time.Millisecond) //nolint:forbidigo // let the real writer fail several commits
+		select { // one failed commit a tick, not one for all twenty
+		case <-pass:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the writer made no pass within 30s")
+		}
 	}
 	waitFor(t, func() bool { return g.rec.WriteErrors() >= 2 })
 	if n := logs.FilterMessageSnippet("cannot write").Len(); n != 1 {

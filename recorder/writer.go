@@ -107,6 +107,7 @@ func (r *Recorder) run() {
 		}
 		r.retainMu.Unlock()
 		clear(batch)
+		r.passed()
 	}
 }
 
@@ -115,6 +116,7 @@ func (r *Recorder) finish(batch []record) {
 	r.retainMu.Lock()
 	defer r.retainMu.Unlock()
 	r.commit(r.q.drain(batch[:0]), true)
+	r.passed()
 }
 
 // commit writes batch in one transaction. A failure drops the batch (counted) and is

@@ -176,11 +176,7 @@ func isLoopbackHostPort(hp string) bool {
 	if err != nil {
 		host = hp
 	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return loopbackName(host)
 }
 
 // requireJSON answers 415 to an admin request whose body is not declared as JSON. A body

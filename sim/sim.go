@@ -35,6 +35,10 @@ type Options struct {
 	Seed uint64
 	// Start is the virtual time of the start (zero: Epoch).
 	Start time.Time
+	// Attach, if set, is called with the virtual clock before the engine is made, and
+	// returns more observers of the engine and its identity (a flight recorder gives both:
+	// its hooks, and the first tick id and run id of the run it records).
+	Attach func(c clock.Clock) (cycle.Hooks, cycle.Identity, error)
 	// Summaries, if set, receives every summary as it is published, on the engine's tick
 	// goroutine. An error stops the simulation.
 	Summaries func(*faultsummary.Summary) error
@@ -115,8 +119,16 @@ func newRunner(o Options) (*runner, error) {
 		OnBreaker:   func(t breaker.Transition) { r.col.breaker(t) },
 		OnEmergency: func(ev faultsummary.EmergencyEvent) { r.col.emergency(ev) },
 	}
-	r.eng, err = cycle.New(ec, regs, cycle.WithClock(r.fake), cycle.WithHooks(hooks),
-		cycle.WithRand(func() float64 { jmu.Lock(); defer jmu.Unlock(); return jitter.Float64() }))
+	opts := []cycle.Option{cycle.WithClock(r.fake), cycle.WithHooks(hooks),
+		cycle.WithRand(func() float64 { jmu.Lock(); defer jmu.Unlock(); return jitter.Float64() })}
+	if o.Attach != nil {
+		h, id, err := o.Attach(r.fake)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		opts = append(opts, cycle.WithHooks(h), cycle.WithIdentity(id))
+	}
+	r.eng, err = cycle.New(ec, regs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 )
@@ -11,8 +12,15 @@ import (
 // jumping to it changes no outcome. Go offers no portable way to ask "is everything
 // blocked" outside testing/synctest, so a run holds the process to one P
 // (runtime.GOMAXPROCS(1)): while the driver's goroutine runs, no other goroutine runs, and
-// the scheduler's count of runnable goroutines is exact. After yielding, the driver finds
-// that count at zero only once every goroutine it woke has run until it blocked again.
+// the scheduler's counts of runnable goroutines and of goroutines in system calls are
+// exact. After yielding, the driver finds both at zero only once every goroutine it woke
+// has run until it blocked again.
+//
+// Two things could block a goroutine in a way those counts do not show: a garbage
+// collection assist (the goroutine waits for a mark worker, which the scheduler runs
+// outside the run queues) and nothing else the engine does. So a run turns the collector's
+// pacing off and collects itself, at points where everything is blocked, every gcEvery
+// bytes allocated.
 //
 // One P also makes the engine's own scheduling deterministic enough for byte-identical
 // output: goroutines woken at the same virtual instant run in the order they were woken.
@@ -20,31 +28,54 @@ import (
 // runMu serialises simulations in one process: each holds the process at one P.
 var runMu sync.Mutex
 
-// onePSession holds the process at one P until its end function is called.
+// gcEvery is how much a run allocates between two of its collections.
+const gcEvery = 256 << 20
+
+// onePSession holds the process at one P, with the collector's pacing off, until its end
+// function is called.
 func onePSession() (end func()) {
 	runMu.Lock()
 	prev := runtime.GOMAXPROCS(1)
+	gc := debug.SetGCPercent(-1)
 	return func() {
+		debug.SetGCPercent(gc)
 		runtime.GOMAXPROCS(prev)
 		runMu.Unlock()
 	}
 }
 
-// quiescence reads the scheduler's count of runnable goroutines.
-type quiescence struct{ sample []metrics.Sample }
-
-func newQuiescence() *quiescence {
-	return &quiescence{sample: []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}}
+// quiescence reads the scheduler's counts of runnable goroutines and of goroutines in
+// system calls, and the bytes allocated.
+type quiescence struct {
+	sample  []metrics.Sample
+	lastGC  uint64 // bytes allocated at the last collection
+	checked int
 }
 
-// settle yields until no other goroutine is runnable: every goroutine has run until it
-// blocked (on the fake clock, a channel or a lock held by a blocked goroutine).
+func newQuiescence() *quiescence {
+	return &quiescence{sample: []metrics.Sample{
+		{Name: "/sched/goroutines/runnable:goroutines"},
+		{Name: "/sched/goroutines/not-in-go:goroutines"},
+		{Name: "/gc/heap/allocs:bytes"},
+	}}
+}
+
+// settle yields until no other goroutine is runnable or in a system call: every goroutine
+// has run until it blocked (on the fake clock, a channel, or a lock held by a blocked
+// goroutine). Every so often it then collects garbage (see above).
 func (q *quiescence) settle() {
 	for {
 		runtime.Gosched()
 		metrics.Read(q.sample)
-		if q.sample[0].Value.Kind() != metrics.KindUint64 || q.sample[0].Value.Uint64() == 0 {
-			return
+		if q.sample[0].Value.Uint64() == 0 && q.sample[1].Value.Uint64() == 0 {
+			break
 		}
+	}
+	if q.checked++; q.checked%64 != 0 {
+		return
+	}
+	if a := q.sample[2].Value.Uint64(); a-q.lastGC >= gcEvery {
+		runtime.GC()
+		q.lastGC = a
 	}
 }

@@ -19,6 +19,7 @@ type collector struct {
 	start    time.Time
 	last     time.Time // the end of the last tick
 	ticks    int
+	wall     []float64 // wall_ms per tick (virtual)
 	overruns int
 	skipped  int
 	severity map[string]int
@@ -98,6 +99,7 @@ func (c *collector) add(s *faultsummary.Summary) {
 	defer c.mu.Unlock()
 	c.ticks++
 	c.last = s.FinishedAt
+	c.wall = append(c.wall, s.WallMs)
 	if s.Overrun {
 		c.overruns++
 	}

@@ -23,6 +23,9 @@ type Report struct {
 	Start             time.Time          `json:"start"`
 	End               time.Time          `json:"end"`
 	VirtualSeconds    float64            `json:"virtual_seconds"`
+	TickP50Ms         float64            `json:"tick_p50_ms"`
+	TickP99Ms         float64            `json:"tick_p99_ms"`
+	TickMaxMs         float64            `json:"tick_max_ms"`
 	Overruns          int                `json:"overruns"`
 	SkippedGridPoints int                `json:"skipped_grid_points"`
 	Severity          map[string]int     `json:"severity"`
@@ -103,6 +106,7 @@ func (c *collector) report(sc *Scenario) *Report {
 	r := &Report{Schema: ReportSchema, Scenario: sc.Name, Ticks: c.ticks, Start: c.start, End: c.last,
 		VirtualSeconds: round(c.last.Sub(c.start).Seconds()), Overruns: c.overruns, SkippedGridPoints: c.skipped,
 		Severity: c.severity, Finish: c.finish, Emergencies: c.episodes,
+		TickP50Ms: round(quantile(c.wall, 0.5)), TickP99Ms: round(quantile(c.wall, 0.99)), TickMaxMs: round(quantile(c.wall, 1)),
 		Tiers: []TierReport{}, Modules: []ModuleReport{}, Breakers: []BreakerReport{}, Keys: []KeyReport{}}
 	if r.Emergencies == nil {
 		r.Emergencies = []EmergencyEpisode{}
@@ -162,6 +166,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		name = "(no scenario)"
 	}
 	fmt.Fprintf(&b, "Simulation %s: %d ticks, %.3fs of virtual time from %s\n", name, r.Ticks, r.VirtualSeconds, r.Start.Format(time.RFC3339))
+	fmt.Fprintf(&b, "Tick duration p50 %.3fms, p99 %.3fms, max %.3fms\n", r.TickP50Ms, r.TickP99Ms, r.TickMaxMs)
 	fmt.Fprintf(&b, "Overruns %d, skipped grid points %d; severity %s; finish %s\n\n", r.Overruns, r.SkippedGridPoints,
 		counts(r.Severity), counts(r.Finish))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)

@@ -115,10 +115,11 @@ type standIns struct {
 	builtins map[string]*modules.Builtin
 	specs    map[string]tiers.ModuleSpec
 	base     Behaviour // the stand-ins' default behaviour (Scenario.StandIn)
+	replace  bool      // every module is a stand-in (Scenario.Replace)
 }
 
-func newStandIns(seed uint64, clk clock.Clock, base Behaviour) *standIns {
-	return &standIns{seed: seed, clk: clk, states: map[string]*modState{}, base: base}
+func newStandIns(seed uint64, clk clock.Clock, base Behaviour, replace bool) *standIns {
+	return &standIns{seed: seed, clk: clk, states: map[string]*modState{}, base: base, replace: replace}
 }
 
 func (s *standIns) state(name string) *modState {
@@ -141,6 +142,12 @@ func (s *standIns) wrap(regs []cycle.Registration) error {
 		m := &simModule{st: st, clk: s.clk}
 		switch b := r.Module.(type) {
 		case *modules.Builtin:
+			if s.replace {
+				if st.beh.Load() == nil {
+					s.setBehaviour(st, s.base, false)
+				}
+				break
+			}
 			nb, err := modules.NewBuiltin(b.Settings(), modules.WithClock(s.clk), modules.WithRand(st.float))
 			if err != nil {
 				return fmt.Errorf("module %q: %w", r.Spec.Name, err)

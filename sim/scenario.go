@@ -25,6 +25,10 @@ type Scenario struct {
 	StandIn Behaviour `yaml:"stand_in"`
 	// Events are played in the order of their time; events at the same time in file order.
 	Events []Event `yaml:"events"`
+	// Replace makes every module a stand-in driven by the scenario alone, builtin modules
+	// included (their configured latency and faults are ignored): for replaying behaviour
+	// observed elsewhere, as advise --from does.
+	Replace bool `yaml:"replace"`
 
 	dir     string                    // the scenario file's directory: reload paths are relative to it
 	reloads map[string]*config.Config // the configurations reloads name, loaded by Check

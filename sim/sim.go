@@ -104,7 +104,7 @@ func newRunner(o Options) (*runner, error) {
 		sc = &Scenario{dir: "."}
 	}
 	r := &runner{o: o, sc: sc, fake: clock.NewFake(o.Start), q: newQuiescence(), cfg: o.Config}
-	r.mods = newStandIns(o.Seed, r.fake, sc.StandIn)
+	r.mods = newStandIns(o.Seed, r.fake, sc.StandIn, sc.Replace)
 	ec, regs, err := r.build(o.Config)
 	if err != nil {
 		return nil, err

@@ -64,6 +64,9 @@ const usage = `Usage:
   cycled sim [--config F] [--scenario S] [--ticks N | --for D] [--seed K] [--out DIR|-] [--json]
                                  run the configuration on virtual time (the real engine, no
                                  sleeping) and print what the cycle would do
+  cycled advise --sim [sim flags] | --from STATE_DIR [--config F]
+                                 propose tier budgets, max_attempts and breaker cooldowns,
+                                 each checked by re-simulation (before and after shown)
 
 Run "cycled run --help" for the flags. Every configuration key can also be set from the
 environment: CYCLED_ and the key with '.' as '_' (CYCLED_HTTP_ADDR, CYCLED_CYCLE_PERIOD, …).
@@ -96,6 +99,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return recorderCmd(rest, stdout, stderr)
 	case "sim":
 		return simCmd(rest, stdout, stderr)
+	case "advise":
+		return adviseCmd(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

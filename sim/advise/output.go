@@ -85,8 +85,11 @@ func (a *Advice) WriteJSON(w io.Writer) error {
 func (a *Advice) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Objective: %s\n\n", a.Objective)
-	if len(a.Proposals) == 0 {
+	switch {
+	case len(a.Proposals) == 0 && a.Met:
 		b.WriteString("No change proposed: the configuration meets the objective in the simulation.\n")
+	case len(a.Proposals) == 0:
+		b.WriteString("No change proposed: no budget, max_attempts or cooldown change that re-simulation could check helps (see the table below).\n")
 	}
 	for _, p := range a.Proposals {
 		fmt.Fprintf(&b, "- %s: %s -> %s\n    why: %s\n    effect: %s\n", p.Path, p.From, p.To, p.Why, p.Effect)

@@ -21,24 +21,8 @@ func adviseCmd(args []string, stdout, stderr io.Writer) int {
 	if code, stop := parseFlags(f.fs, args, stdout, stderr); stop {
 		return code
 	}
-	n := 0
-	for _, set := range []bool{*useSim, *from != "", *metrics != ""} {
-		if set {
-			n++
-		}
-	}
-	switch {
-	case n != 1:
-		fmt.Fprintln(stderr, "cycled advise: give exactly one of --sim, --from STATE_DIR, --metrics URL")
-		return exitUsage
-	case *metrics != "":
-		fmt.Fprintln(stderr, "cycled advise: --metrics: not available in this version; use --from STATE_DIR with the recorder enabled, or --sim")
-		return exitUsage
-	case !(*maxEx > 0 && *maxEx < 1):
-		fmt.Fprintln(stderr, "cycled advise: --max-exhaustion: must be in (0, 1)")
-		return exitUsage
-	case *from != "" && *f.scenario != "":
-		fmt.Fprintln(stderr, "cycled advise: --scenario: the recorded ticks are the scenario of --from; give one of them")
+	if msg := adviseSource(*useSim, *from, *metrics, *f.scenario, *maxEx); msg != "" {
+		fmt.Fprintln(stderr, "cycled advise: "+msg)
 		return exitUsage
 	}
 	o, code, ok := f.options(stderr)
@@ -75,4 +59,26 @@ func adviseCmd(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// adviseSource checks the flags that choose what advise works from; it returns the
+// problem, or "".
+func adviseSource(useSim bool, from, metrics, scenario string, maxEx float64) string {
+	n := 0
+	for _, set := range []bool{useSim, from != "", metrics != ""} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n != 1:
+		return "give exactly one of --sim, --from STATE_DIR, --metrics URL"
+	case metrics != "":
+		return "--metrics: not available in this version; use --from STATE_DIR with the recorder enabled, or --sim"
+	case !(maxEx > 0 && maxEx < 1):
+		return "--max-exhaustion: must be in (0, 1)"
+	case from != "" && scenario != "":
+		return "--scenario: the recorded ticks are the scenario of --from; give one of them"
+	}
+	return ""
 }

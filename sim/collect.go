@@ -57,7 +57,7 @@ type modAcc struct {
 type keyAcc struct {
 	stale, expired, none int
 	streak, longest      int // consecutive ticks not served live (stale or none)
-	since, longestDur    time.Duration
+	longestDur           time.Duration
 	streakStart          time.Time
 }
 
@@ -217,8 +217,6 @@ func (c *collector) breaker(t breaker.Transition) {
 		b.openAt = time.Time{}
 	}
 }
-
-func (c *collector) emergency(faultsummary.EmergencyEvent) {}
 
 // hist is a histogram of latencies in milliseconds with buckets 2% wide from 1µs: the
 // report's quantiles are exact to 2%, and a run of any length keeps a fixed size.

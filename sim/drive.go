@@ -8,7 +8,6 @@ import (
 
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/fault"
-	"github.com/cycled/cycled/faultsummary"
 )
 
 // plan is the scenario's events in the order they apply: by tick (applied at the end of
@@ -234,5 +233,3 @@ func (r *runner) advanceUntil(ctx context.Context, done <-chan error, stop func(
 		r.fake.Set(next)
 	}
 }
-
-var _ = faultsummary.Schema

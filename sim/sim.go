@@ -115,9 +115,8 @@ func newRunner(o Options) (*runner, error) {
 	jitter := newRand(o.Seed, "\x00engine-jitter")
 	var jmu sync.Mutex
 	hooks := cycle.Hooks{
-		OnTick:      r.onTick,
-		OnBreaker:   func(t breaker.Transition) { r.col.breaker(t) },
-		OnEmergency: func(ev faultsummary.EmergencyEvent) { r.col.emergency(ev) },
+		OnTick:    r.onTick,
+		OnBreaker: func(t breaker.Transition) { r.col.breaker(t) },
 	}
 	opts := []cycle.Option{cycle.WithClock(r.fake), cycle.WithHooks(hooks),
 		cycle.WithRand(func() float64 { jmu.Lock(); defer jmu.Unlock(); return jitter.Float64() })}

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"bytes"
+	"os/exec"
 	"testing"
 )
 
@@ -33,4 +34,22 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// A goroutine of the process that sits in a system call (here one waiting for a child
+// process) does not stall a simulation: only the simulation's goroutines are waited for.
+func TestOtherGoroutineInSyscall(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep command:", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }() // blocks in wait4 until the child is killed
+	defer func() {
+		cmd.Process.Kill()
+		<-waited
+	}()
+	if _, rep := runDemo(t, 200, 1, nil); rep.Ticks != 200 {
+		t.Fatalf("ran %d ticks; want 200", rep.Ticks)
+	}
 }

@@ -152,7 +152,21 @@ func (r *runner) drive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.idle(); err != nil {
+		return err
+	}
 	return r.firstErr()
+}
+
+// idle calls Options.Idle.
+func (r *runner) idle() error {
+	if r.o.Idle == nil {
+		return nil
+	}
+	if err := r.o.Idle(); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	return nil
 }
 
 // driveScheduler runs the engine's scheduler (Engine.Run, the daemon's) on the virtual
@@ -198,6 +212,11 @@ func (r *runner) advanceUntil(ctx context.Context, done <-chan error, stop func(
 	endAt := r.o.Start.Add(r.o.For)
 	for {
 		r.q.settle()
+		if err := r.idle(); err != nil {
+			stop()
+			<-done
+			return err
+		}
 		select {
 		case err := <-done:
 			if err != nil && err != context.Canceled {

@@ -40,8 +40,13 @@ type Options struct {
 	// its hooks, and the first tick id and run id of the run it records).
 	Attach func(c clock.Clock) (cycle.Hooks, cycle.Identity, error)
 	// Summaries, if set, receives every summary as it is published, on the engine's tick
-	// goroutine. An error stops the simulation.
+	// goroutine. It must not make system calls (write to a file): buffer in memory and
+	// write out in Idle. An error stops the simulation.
 	Summaries func(*faultsummary.Summary) error
+	// Idle, if set, is called on the driver's goroutine whenever every goroutine of the
+	// simulation is blocked, and once at the end: the place for I/O. An error stops the
+	// simulation.
+	Idle func() error
 }
 
 // ErrStalled is returned when the simulated engine waits for nothing that virtual time

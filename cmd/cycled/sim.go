@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -152,7 +153,7 @@ func simCmd(args []string, stdout, stderr io.Writer) int {
 
 // runSim runs o, writing the summaries to out (a directory, "-" for stdout, "" nowhere)
 // and recording them in record's database if set.
-func runSim(o sim.Options, out, record string, stdout io.Writer) (*sim.Report, error) {
+func runSim(o sim.Options, out, record string, stdout io.Writer) (rep *sim.Report, err error) {
 	var w io.Writer
 	switch out {
 	case "":
@@ -170,10 +171,12 @@ func runSim(o sim.Options, out, record string, stdout io.Writer) (*sim.Report, e
 		w = fh
 	}
 	if w != nil {
-		bw := bufio.NewWriterSize(w, 1<<16)
-		defer bw.Flush()
-		enc := json.NewEncoder(bw)
-		o.Summaries = func(s *faultsummary.Summary) error { return enc.Encode(s) }
+		flush := bufferSummaries(&o, w)
+		defer func() {
+			if werr := flush(); werr != nil && err == nil {
+				err = fmt.Errorf("--out: %w", werr)
+			}
+		}()
 	}
 	var rec *recorder.Recorder
 	if record != "" {
@@ -187,7 +190,7 @@ func runSim(o sim.Options, out, record string, stdout io.Writer) (*sim.Report, e
 			return rec.Hooks(), rec.Identity(), nil
 		}
 	}
-	rep, err := sim.Run(context.Background(), o)
+	rep, err = sim.Run(context.Background(), o)
 	if rec != nil {
 		err = errors.Join(err, rec.Close())
 	}
@@ -215,4 +218,33 @@ func writeReports(dir string, rep *sim.Report) error {
 		}
 	}
 	return nil
+}
+
+// bufferSummaries makes o encode its summaries into memory on the tick's goroutine and
+// write them to w when the simulation is idle (the engine's goroutines make no system
+// calls; see package sim). It returns the function that writes out the rest.
+func bufferSummaries(o *sim.Options, w io.Writer) (flush func() error) {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	o.Summaries = func(s *faultsummary.Summary) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return enc.Encode(s)
+	}
+	o.Idle = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if buf.Len() < 1<<16 {
+			return nil
+		}
+		_, err := buf.WriteTo(w)
+		return err
+	}
+	return func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		_, err := buf.WriteTo(w)
+		return err
+	}
 }

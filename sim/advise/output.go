@@ -104,7 +104,11 @@ func (a *Advice) WriteText(w io.Writer) error {
 	if !a.Met {
 		met = "NOT met"
 	}
-	fmt.Fprintf(&b, "\nBefore and after (re-simulated, same scenario and seed); objective %s after:\n", met)
+	if len(a.Proposals) == 0 {
+		fmt.Fprintf(&b, "\nThe simulation (objective %s; nothing changed, so before and after are the same):\n", met)
+	} else {
+		fmt.Fprintf(&b, "\nBefore and after (re-simulated, same scenario and seed); objective %s after:\n", met)
+	}
 	a.sideBySide(&b)
 	_, err := io.WriteString(w, b.String())
 	return err

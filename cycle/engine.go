@@ -243,6 +243,7 @@ type Engine struct {
 	tickMu     sync.Mutex
 	active     *state           // guarded by tickMu
 	rebuilt    int              // guarded by tickMu: states the boundary had to prepare itself (applyPending)
+	from       *state           // guarded by tickMu: the desired state active was installed from (itself, or its copy's original)
 	nextID     uint64           // guarded by tickMu
 	em         decide.Emergency // guarded by tickMu
 	pendingGap int              // guarded by tickMu: grid points skipped before the next tick
@@ -316,6 +317,7 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 	e.desired = st
 	e.pending.Store(st)
 	e.install(st)
+	e.from = st
 	return e, nil
 }
 
@@ -468,7 +470,12 @@ func (e *Engine) Deregister(name string) error {
 // only if another one was installed since does the boundary prepare it again itself.
 func (e *Engine) applyPending() {
 	st := e.pending.Load()
+	if st == e.from { // the common case: one pointer compared, no state read
+		return
+	}
+	from := st
 	if st.version == e.active.version {
+		e.from = from // a copy of the same state (see publish)
 		return
 	}
 	if c := st.carry; c == nil || c.base != e.active {
@@ -477,6 +484,7 @@ func (e *Engine) applyPending() {
 		e.rebuilt++
 	}
 	e.install(st)
+	e.from = from
 }
 
 // newRuntimes makes the runtimes of st's modules, tier by tier; a module whose

@@ -89,7 +89,7 @@ func (e *Engine) publish(st *state) {
 		e.desired = st
 		e.pending.Store(st)
 		now := e.activeView.Load()
-		if now == base {
+		if now == base || now.version == st.version { // not moved, or moved to st itself
 			return
 		}
 		base, st = now, st.unprepared()

@@ -555,9 +555,8 @@ func (e *Engine) prepareBreakers(st, base *state, want map[string]breaker.Settin
 }
 
 // placeRuntimes numbers st's runtimes in summary order and attaches each to its breaker,
-// last-known-good and blackboard slots and worker: a new one if it kept none, else the
-// worker it kept, which installing st points at it. A key whose TTL differs from base's is
-// left for installing st to set.
+// last-known-good and blackboard slots and worker (a new one if it kept none). A key whose
+// TTL differs from base's is left for installing st to set.
 func (e *Engine) placeRuntimes(st, base *state) {
 	ttls := make(map[string]lastgood.TTL, len(base.lines))
 	for _, rt := range base.lines {
@@ -578,8 +577,6 @@ func (e *Engine) placeRuntimes(st, base *state) {
 			rt.bslot = e.board.Slot(rt.key)
 			if rt.w == nil {
 				rt.w = e.newWorker(rt)
-			} else {
-				c.kept = append(c.kept, rt)
 			}
 		}
 	}

@@ -7,13 +7,14 @@ import "github.com/cycled/cycled/breaker"
 // workers), worked out off the tick path against base, the state in force when it was
 // prepared. Everything else a tick needs (runtimes, breakers, slots, workers, summary
 // order) is in the state already: installing it is a swap plus these few changes, each
-// proportional to what the change of configuration changed, except for kept.
+// proportional to what the change of configuration changed. A worker that a runtime of st
+// took over is pointed at it by the module's first run under st (tierRun.process), not
+// here: a boundary that touched every worker would cost a cache miss per module.
 type carry struct {
 	base         *state             // the state st was prepared against
 	breakers     []*breaker.Breaker // made for st (new names, or changed settings), to register
 	dropBreakers []string           // base's breakers st does not want
 	ttls         []*modRT           // runtimes whose key's TTL is new or changed
-	kept         []*modRT           // runtimes that took over a worker of base's, to point it at them
 	stopped      []*worker          // base's workers no runtime of st took over
 	dropKeys     []string           // keys of base's that no module of st writes
 }
@@ -60,9 +61,6 @@ func (e *Engine) install(st *state) {
 	e.lg.SetDefaultTTL(st.cfg.DefaultTTL) // a reload may change it (lastgood.default_ttl)
 	for _, rt := range c.ttls {
 		e.lg.SetTTL(rt.key, rt.spec.TTL)
-	}
-	for _, rt := range c.kept {
-		rt.w.setModule(rt)
 	}
 	for _, w := range c.stopped {
 		w.stop()

@@ -204,6 +204,7 @@ type encoding struct {
 	s      *faultsummary.Summary
 	body   []byte
 	wire   []byte // body and its newline
+	event  []byte // the stream's tick event, whose data line is wire: body and wire are slices of it
 	gzOnce sync.Once
 	gz     []byte // the gzip of wire, made on first need
 }

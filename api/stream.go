@@ -26,7 +26,7 @@ import (
 // after that id still in the history (at most maxReplay). The subscription buffers
 // StreamBuffer events; a reader that falls behind loses its oldest events (announced by
 // the "skipped" comment) and never slows the tick. A client that accepts no data for
-// streamWriteTimeout is disconnected. The stream ends when the client leaves, the request
+// streamWriteTimeout (less at most deadlineStep) is disconnected. The stream ends when the client leaves, the request
 // context ends (even with a write blocked on a client that stopped reading), or the
 // engine's hub closes the subscription.
 func (s *server) getStream(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +77,9 @@ type sseConn struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	buf     bytes.Buffer // written to the client by send
+	shared  [][]byte     // tick events shared with the other subscribers, written by send after buf
 	closing atomic.Bool  // the request's context ended: no more writes
+	moved   time.Time    // when send last moved the write deadline
 	last    uint64       // the last tick id sent
 	dropped uint64       // the subscription's drops already announced
 }
@@ -108,16 +110,34 @@ func (c *sseConn) unblockOnDone(ctx context.Context) func() {
 	}
 }
 
+// deadlineStep is how long send keeps a write deadline before moving it again: moving it
+// re-arms a timer of the runtime's, a cost per event and subscriber that a client reading
+// at 100 Hz would otherwise pay on every tick. A client that stops reading is dropped
+// after at least streamWriteTimeout−deadlineStep, at most streamWriteTimeout.
+const deadlineStep = streamWriteTimeout / 10
+
 // send writes and flushes the pending bytes; false when the client is gone.
 func (c *sseConn) send() bool {
-	_ = c.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if now := time.Now(); now.Sub(c.moved) >= deadlineStep {
+		_ = c.rc.SetWriteDeadline(now.Add(streamWriteTimeout))
+		c.moved = now
+	}
 	if c.closing.Load() {
 		return false
 	}
-	if _, err := c.w.Write(c.buf.Bytes()); err != nil {
-		return false
+	if c.buf.Len() > 0 {
+		if _, err := c.w.Write(c.buf.Bytes()); err != nil {
+			return false
+		}
+		c.buf.Reset()
 	}
-	c.buf.Reset()
+	for i, b := range c.shared {
+		if _, err := c.w.Write(b); err != nil {
+			return false
+		}
+		c.shared[i] = nil // the event's bytes belong to the encoding cache, not to this client
+	}
+	c.shared = c.shared[:0]
 	return c.rc.Flush() == nil
 }
 
@@ -165,9 +185,16 @@ func (s *server) writeStreamEvent(c *sseConn, ev faultsummary.Event) (wrote, ok 
 		if ev.Summary == nil || ev.Summary.TickID <= c.last {
 			return false, true
 		}
-		if !s.writeTickEvent(&c.buf, ev.Summary) {
+		b, err := s.tickEvent(ev.Summary)
+		if err != nil {
+			s.log.Error("stream: " + err.Error())
 			return false, false
 		}
+		if c.buf.Len() > 0 { // comments first, in the order they came
+			c.shared = append(c.shared, c.buf.Bytes())
+			c.buf = bytes.Buffer{}
+		}
+		c.shared = append(c.shared, b)
 		c.last = ev.Summary.TickID
 	case faultsummary.EventBreaker:
 		writeEvent(&c.buf, "breaker", ev.Breaker)
@@ -181,18 +208,51 @@ func (s *server) writeStreamEvent(c *sseConn, ev faultsummary.Event) (wrote, ok 
 
 // writeTickEvent appends a tick event to buf; false if the summary cannot be encoded.
 func (s *server) writeTickEvent(buf *bytes.Buffer, sum *faultsummary.Summary) bool {
-	b, err := s.encode(sum)
+	b, err := s.tickEvent(sum)
 	if err != nil {
 		s.log.Error("stream: " + err.Error())
 		return false
 	}
-	buf.WriteString("event: tick\nid: ")
-	buf.WriteString(s.eventID(sum.TickID))
-	buf.WriteString("\ndata: ")
 	buf.Write(b)
-	buf.WriteString("\n\n")
 	return true
 }
+
+// tickEvent returns the stream's tick event of sum: for the latest summary, the bytes of
+// its cached encoding, which every subscriber writes as they are (read-only); for an older
+// one, bytes of its own.
+func (s *server) tickEvent(sum *faultsummary.Summary) ([]byte, error) {
+	b, err := s.encode(sum)
+	if err != nil {
+		return nil, err
+	}
+	if c := s.enc.Load(); c != nil && c.s == sum {
+		return c.event, nil
+	}
+	return appendTickEvent(nil, s.eventID(sum.TickID), b), nil
+}
+
+// appendTickEvent appends to dst the tick event whose id is id and whose data is the
+// summary's JSON body (compact, hence one line).
+func appendTickEvent(dst []byte, id string, body []byte) []byte {
+	dst = append(dst, "event: tick\nid: "...)
+	dst = append(dst, id...)
+	dst = append(dst, "\ndata: "...)
+	dst = append(dst, body...)
+	return append(dst, "\n\n"...)
+}
+
+// newEncoding returns the cached encoding of sum, whose JSON is body: one buffer holds the
+// stream's tick event, and the answer of a read (body and its newline) is a slice of it.
+func (s *server) newEncoding(sum *faultsummary.Summary, body []byte) *encoding {
+	id := s.eventID(sum.TickID)
+	ev := appendTickEvent(make([]byte, 0, len(tickEventFrame)+len(id)+len(body)), id, body)
+	at := len(ev) - len(body) - 2 // where body starts: before its closing "\n\n"
+	return &encoding{s: sum, body: ev[at : at+len(body) : at+len(body)],
+		wire: ev[at : at+len(body)+1 : at+len(body)+1], event: ev}
+}
+
+// tickEventFrame is what a tick event adds to its id and data.
+const tickEventFrame = "event: tick\nid: \ndata: \n\n"
 
 // writeEvent appends an event whose data is v's JSON (compact, hence on one line).
 func writeEvent(buf *bytes.Buffer, name string, v any) {

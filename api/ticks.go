@@ -33,9 +33,9 @@ func (s *server) encode(sum *faultsummary.Summary) ([]byte, error) {
 	}
 	// Cache only the newest: an older summary (GET /ticks/{id}) must not evict it.
 	if c := s.enc.Load(); c == nil || c.s.TickID <= sum.TickID {
-		wire := append(b[:len(b):len(b)], '\n') // answered in one write
-		b = wire[:len(b)]
-		s.enc.Store(&encoding{s: sum, body: b, wire: wire})
+		c := s.newEncoding(sum, b)
+		b = c.body
+		s.enc.Store(c)
 		s.opts.Cache.put(sum.TickID, false, b) // for when it is no longer the latest
 	}
 	return b, nil

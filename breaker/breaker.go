@@ -598,6 +598,28 @@ func (r *Registry) Remove(name string) {
 	r.mu.Unlock()
 }
 
+// Prepare returns the breaker that the registry would hold for s once it is brought in
+// line with s: the registered breaker named s.Name when its settings are s's, else a new
+// closed breaker made with the registry's options and not registered (fresh is true), for
+// Put to register later. It lets a caller make breakers ahead of the moment they take
+// effect.
+func (r *Registry) Prepare(s Settings) (b *Breaker, fresh bool) {
+	r.mu.Lock()
+	b, ok := r.breakers[s.Name]
+	r.mu.Unlock()
+	if ok && diffSettings(b.settings, s.WithDefaults()) == "" {
+		return b, false
+	}
+	return New(s, r.opts...), true
+}
+
+// Put registers b under its name, replacing any breaker of that name.
+func (r *Registry) Put(b *Breaker) {
+	r.mu.Lock()
+	r.breakers[b.settings.Name] = b
+	r.mu.Unlock()
+}
+
 // List returns a snapshot of every breaker, sorted by name.
 func (r *Registry) List() []Snapshot {
 	r.mu.Lock()

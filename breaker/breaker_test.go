@@ -911,3 +911,33 @@ func TestAcquireAt(t *testing.T) {
 		}
 	})
 }
+
+// Prepare hands back the registered breaker while its settings are the ones asked for,
+// else a new one that the registry does not hold until Put, which replaces the old one.
+func TestRegistryPreparePut(t *testing.T) {
+	r := breaker.NewRegistry()
+	s := breaker.Settings{Name: "db", FailureThreshold: 2, Cooldown: time.Second}
+	b, fresh := r.Prepare(s)
+	if !fresh {
+		t.Fatal("a name the registry lacks: want a fresh breaker")
+	}
+	if _, ok := r.Get("db"); ok {
+		t.Fatal("Prepare registered the breaker")
+	}
+	r.Put(b)
+	if got, fresh := r.Prepare(s); fresh || got != b {
+		t.Fatal("same settings: want the registered breaker")
+	}
+	s.Cooldown = 2 * time.Second
+	nb, fresh := r.Prepare(s)
+	if !fresh || nb == b {
+		t.Fatal("changed settings: want a fresh breaker")
+	}
+	if got, _ := r.Get("db"); got != b {
+		t.Fatal("Prepare replaced the registered breaker")
+	}
+	r.Put(nb)
+	if got, _ := r.Get("db"); got != nb || got.Settings().Cooldown != 2*time.Second {
+		t.Fatal("Put did not replace the breaker")
+	}
+}

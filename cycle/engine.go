@@ -123,6 +123,12 @@ type state struct {
 	tierMods [][]*modRT
 	lines    []*modRT // every module in summary order
 
+	brs map[string]*breaker.Breaker // the breakers the registry holds while st is in force
+
+	// What installing st at a tick boundary still changes in the engine's shared stores, as
+	// prepared off the tick path (Engine.prepare); nil once st is installed.
+	carry *carry
+
 	// The keys as listed in degraded_keys when nothing (2i) or an expired value (2i+1)
 	// is served for line i, made on first need by whoever settles a tier (one at a time):
 	// a module that keeps failing costs no new string per tick, and only modules that
@@ -232,8 +238,12 @@ type Engine struct {
 	version uint64 // guarded by cfgMu
 	lastReg uint64 // the last registration identity given; guarded by cfgMu
 
+	pending atomic.Pointer[state] // desired, for the tick boundary, which reads it without cfgMu
+
 	tickMu     sync.Mutex
 	active     *state           // guarded by tickMu
+	rebuilt    int              // guarded by tickMu: states the boundary had to prepare itself (applyPending)
+	from       *state           // guarded by tickMu: the desired state active was installed from (itself, or its copy's original)
 	nextID     uint64           // guarded by tickMu
 	em         decide.Emergency // guarded by tickMu
 	pendingGap int              // guarded by tickMu: grid points skipped before the next tick
@@ -301,10 +311,13 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.desired = st
 	e.version = st.version
 	e.active = &state{cfg: st.cfg, plan: &tiers.Plan{}, regs: map[string]regRef{}}
-	e.applyLocked(st)
+	e.prepare(st, e.active)
+	e.desired = st
+	e.pending.Store(st)
+	e.install(st)
+	e.from = st
 	return e, nil
 }
 
@@ -396,7 +409,7 @@ func (e *Engine) Reload(cfg Config, mods []Registration) error {
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
-	e.desired = st
+	e.publish(st)
 	return nil
 }
 
@@ -420,7 +433,7 @@ func (e *Engine) Register(r Registration) error {
 	if err != nil {
 		return fmt.Errorf("register %q: %w", r.Spec.Name, err)
 	}
-	e.desired = st
+	e.publish(st)
 	return nil
 }
 
@@ -448,47 +461,30 @@ func (e *Engine) Deregister(name string) error {
 	if err != nil {
 		return fmt.Errorf("deregister %q: %w", name, err)
 	}
-	e.desired = st
+	e.publish(st)
 	return nil
 }
 
-// applyPending installs the desired state if it changed. Called with tickMu held, at a tick boundary.
+// applyPending installs the desired state if it changed. Called with tickMu held, at a tick
+// boundary. The state was prepared off the tick path against the state then in force;
+// only if another one was installed since does the boundary prepare it again itself.
 func (e *Engine) applyPending() {
-	e.cfgMu.Lock()
-	st := e.desired
-	e.cfgMu.Unlock()
-	if st != e.active {
-		e.applyLocked(st)
+	st := e.pending.Load()
+	if st == e.from { // the common case: one pointer compared, no state read
+		return
 	}
-}
-
-// applyLocked installs st: it keeps the workers of unchanged modules (a busy worker stays
-// busy), starts workers for new ones and stops the workers of removed ones.
-func (e *Engine) applyLocked(st *state) {
-	oldRT := map[string]*modRT{}
-	if e.active != nil {
-		for _, m := range e.active.lines {
-			oldRT[m.name] = m
-		}
+	from := st
+	if st.version == e.active.version {
+		e.from = from // a copy of the same state (see publish)
+		return
 	}
-	want, order := st.newRuntimes(oldRT)
-	e.syncBreakers(st, want, order)
-	e.lg.SetDefaultTTL(st.cfg.DefaultTTL) // a reload may change it (lastgood.default_ttl)
-	e.placeRuntimes(st)
-	keys := make(map[string]bool, len(st.lines))
-	for _, rt := range st.lines {
-		keys[rt.key] = true
+	if c := st.carry; c == nil || c.base != e.active {
+		st = st.unprepared()
+		e.prepare(st, e.active)
+		e.rebuilt++
 	}
-	for _, m := range oldRT { // the runtimes no module of st took over
-		m.w.stop()
-		if !keys[m.key] { // a key still written (by a new implementation) keeps its history
-			e.lg.Delete(m.key)
-			e.board.Remove(m.key)
-		}
-	}
-	e.active = st
-	e.activeView.Store(st)
-	e.emit(event{kind: evApply, version: st.version})
+	e.install(st)
+	e.from = from
 }
 
 // newRuntimes makes the runtimes of st's modules, tier by tier; a module whose
@@ -531,49 +527,57 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 	return want, order
 }
 
-// syncBreakers makes the registry hold exactly the breakers in want, created in order. A
-// breaker whose settings changed is replaced (the operator changed it). Created in the
-// order the runners visit them, a tier's breakers (like its runtimes, workers and slots)
-// lie mostly in the order of its modules in memory, which the CPU can prefetch when a
-// large tick does not fit in its cache.
-func (e *Engine) syncBreakers(st *state, want map[string]breaker.Settings, order []string) {
-	created := make(map[string]bool, len(want))
+// prepareBreakers finds or makes the breakers st needs (want), in order, without
+// registering them: a breaker whose settings changed is made anew (the operator changed it)
+// and replaces the old one when st is installed, as a new one is added then; the breakers
+// of base that st does not want are removed then. Made in the order the runners visit
+// them, a tier's breakers (like its runtimes, workers and slots) lie mostly in the order of
+// its modules in memory, which the CPU can prefetch when a large tick does not fit in its
+// cache.
+func (e *Engine) prepareBreakers(st, base *state, want map[string]breaker.Settings, order []string) {
+	st.brs = make(map[string]*breaker.Breaker, len(want))
 	for _, name := range order {
 		s, ok := want[name]
-		if !ok || created[name] {
+		if !ok || st.brs[name] != nil {
 			continue
 		}
-		created[name] = true
-		if _, err := e.breakers.GetOrCreate(s); errors.Is(err, breaker.ErrConflict) {
-			e.removeBreaker(name)
-			_, _ = e.breakers.GetOrCreate(s) // just removed: no conflict is left
+		b, fresh := e.breakers.Prepare(s)
+		st.brs[name] = b
+		if fresh {
+			st.carry.breakers = append(st.carry.breakers, b)
 		}
 	}
-	for _, snap := range e.breakers.List() {
-		if _, ok := want[snap.Name]; !ok {
-			e.removeBreaker(snap.Name)
+	for name := range base.brs {
+		if _, ok := want[name]; !ok {
+			st.carry.dropBreakers = append(st.carry.dropBreakers, name)
 		}
 	}
 }
 
 // placeRuntimes numbers st's runtimes in summary order and attaches each to its breaker,
-// last-known-good and blackboard slots and worker (a new one if it kept none).
-func (e *Engine) placeRuntimes(st *state) {
-	n := 0
+// last-known-good and blackboard slots and worker (a new one if it kept none). A key whose
+// TTL differs from base's is left for installing st to set.
+func (e *Engine) placeRuntimes(st, base *state) {
+	ttls := make(map[string]lastgood.TTL, len(base.lines))
+	for _, rt := range base.lines {
+		ttls[rt.key] = rt.spec.TTL
+	}
+	c, n := st.carry, 0
 	for _, ms := range st.tierMods {
 		for pos, rt := range ms {
 			rt.tierPos = int32(pos)
 			rt.idx = int32(n)
 			n++
 			st.lines = append(st.lines, rt)
-			rt.br, _ = e.breakers.Get(rt.breakerName())
-			e.lg.SetTTL(rt.key, rt.spec.TTL)
+			rt.br = st.brs[rt.breakerName()]
+			if t, ok := ttls[rt.key]; !ok || t != rt.spec.TTL {
+				c.ttls = append(c.ttls, rt)
+			}
 			rt.lslot = e.lg.Slot(rt.key)
 			rt.bslot = e.board.Slot(rt.key)
 			if rt.w == nil {
 				rt.w = e.newWorker(rt)
 			}
-			rt.w.setModule(rt)
 		}
 	}
 }

@@ -37,9 +37,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		e.cfgMu.Lock()
-		cfg := e.desired.cfg
-		e.cfgMu.Unlock()
+		cfg := e.pending.Load().cfg // without cfgMu: a reload being built must not hold the grid
 		if cfg.Period <= 0 {
 			if err := e.stepModeWait(ctx, cfg); err != nil {
 				return err

@@ -681,6 +681,9 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		}
 		w.permit, w.runTick, w.runDeadline = p, tr.tick, tr.deadline.UnixNano()
 		w.phase.Store(phase(tr.tick, phRunning) | busyBit) // not busy before: the bit is ours
+		if w.mod.Load() != rt {
+			w.setModule(rt) // the runtime of a reload takes the worker over at its first run (see carry)
+		}
 		if w.isFast() {
 			w.retire()
 			return w.execute(tr, t), finished

@@ -132,6 +132,17 @@ type BreakerConfig struct {
 	// TripOn lists the fault kinds that count. Default: every fault kind for a module's own
 	// breaker, [transient, downstream] for a named one.
 	TripOn []fault.Kind `yaml:"trip_on"`
+	// Kind is consecutive (default: failure_threshold consecutive failed ticks open it) or
+	// rate (the share of failed ticks over a window opens it).
+	Kind breaker.Kind `yaml:"kind"`
+	// Window (rate) is the number of most recent counted ticks the rate is taken over
+	// (default 20).
+	Window int `yaml:"window"`
+	// MinTicks (rate) is the number of counted ticks needed before the rate can open it
+	// (default: window).
+	MinTicks int `yaml:"min_ticks"`
+	// FailureRate (rate) is the share of failed ticks, in (0, 1], that opens it (default 0.5).
+	FailureRate float64 `yaml:"failure_rate"`
 }
 
 // The module kinds.
@@ -490,5 +501,19 @@ func resolveBreaker(b *BreakerConfig, p string, def breaker.Settings, trip fault
 	}
 	if !has(p + ".trip_on") {
 		b.TripOn = trip.Kinds()
+	}
+	if b.Kind == breaker.Rate {
+		// The rate kind's defaults, for the fields the file omitted only: a value given
+		// out of bounds is reported, not replaced.
+		r := breaker.Settings{Kind: breaker.Rate, Window: b.Window}.WithDefaults()
+		if !has(p + ".window") {
+			b.Window = r.Window
+		}
+		if !has(p + ".min_ticks") {
+			b.MinTicks = b.Window
+		}
+		if !has(p + ".failure_rate") {
+			b.FailureRate = r.FailureRate
+		}
 	}
 }

@@ -65,6 +65,10 @@ type Hooks struct {
 	OnAbandon func(module string, tick uint64)
 	// OnApply is called at the tick boundary where a configuration change takes effect.
 	OnApply func(version uint64)
+	// OnBreakerConfig is called when a breaker's settings change hands: a reload replaced
+	// it (at the tick boundary where it applies), or a runtime registration with other
+	// settings was ignored (see Engine.RegisterBreaker).
+	OnBreakerConfig func(BreakerConfigEvent)
 }
 
 // Option configures an Engine.
@@ -231,6 +235,9 @@ type Engine struct {
 	desired *state // guarded by cfgMu; the state the next tick boundary applies
 	version uint64 // guarded by cfgMu
 	lastReg uint64 // the last registration identity given; guarded by cfgMu
+	// rtBreakers are the named breakers registered at runtime (RegisterBreaker), kept
+	// across reloads that do not declare them; guarded by cfgMu.
+	rtBreakers map[string]breaker.Settings
 
 	tickMu     sync.Mutex
 	active     *state           // guarded by tickMu
@@ -392,9 +399,12 @@ func (e *Engine) Reload(cfg Config, mods []Registration) error {
 			all = append(all, r)
 		}
 	}
-	st, err := e.buildState(cfg, all)
+	st, err := e.buildState(e.withRuntimeBreakers(cfg), all)
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
+	}
+	for name := range cfg.Breakers {
+		delete(e.rtBreakers, name) // declared now: a later reload without it drops it
 	}
 	e.desired = st
 	return nil
@@ -544,9 +554,12 @@ func (e *Engine) syncBreakers(st *state, want map[string]breaker.Settings, order
 			continue
 		}
 		created[name] = true
-		if _, err := e.breakers.GetOrCreate(s); errors.Is(err, breaker.ErrConflict) {
+		if old, err := e.breakers.GetOrCreate(s); errors.Is(err, breaker.ErrConflict) {
+			diff := breaker.Diff(old.Settings(), s.WithDefaults())
 			e.removeBreaker(name)
 			_, _ = e.breakers.GetOrCreate(s) // just removed: no conflict is left
+			e.emit(event{kind: evBreakerConfig, brConfig: &BreakerConfigEvent{Name: name, Replaced: true, Diff: diff,
+				Version: st.version}})
 		}
 	}
 	for _, snap := range e.breakers.List() {

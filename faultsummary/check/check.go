@@ -1321,7 +1321,7 @@ func (x *brStep) fromClosed() {
 		switch {
 		case !x.failSure && !x.failMaybe:
 			r.add(RuleBreakerOpen, "module %q: breaker opened on a tick without a counted failure (%s, kind %q)", name, st, x.kind)
-		case b.consKnown && hi < x.set.FailureThreshold:
+		case x.set.Kind == breaker.Consecutive && b.consKnown && hi < x.set.FailureThreshold:
 			r.add(RuleBreakerOpen, "module %q: breaker opened after %d consecutive counted failures, threshold %d", name, hi, x.set.FailureThreshold)
 		}
 		x.setOpen(x.S, x.F, true)
@@ -1329,7 +1329,9 @@ func (x *brStep) fromClosed() {
 		r.add(RuleBreakerCooldown, "module %q: breaker went closed → half_open", name)
 		x.resync()
 	default:
-		if x.failSure && b.consKnown && lo >= x.set.FailureThreshold {
+		// A rate breaker's rule needs its window, which the lines do not show: only the
+		// consecutive kind's threshold is checked here.
+		if x.set.Kind == breaker.Consecutive && x.failSure && b.consKnown && lo >= x.set.FailureThreshold {
 			r.add(RuleBreakerOpen, "module %q: %d consecutive counted failures reached the threshold %d but the breaker stayed closed", name, lo, x.set.FailureThreshold)
 		}
 		b.consLo, b.consHi = lo, hi

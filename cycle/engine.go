@@ -127,6 +127,8 @@ type state struct {
 	tierMods [][]*modRT
 	lines    []*modRT // every module in summary order
 
+	resil *resilience // bulkheads and retry budgets (issue 37); nil: none configured
+
 	// The keys as listed in degraded_keys when nothing (2i) or an expired value (2i+1)
 	// is served for line i, made on first need by whoever settles a tier (one at a time):
 	// a module that keeps failing costs no new string per tick, and only modules that
@@ -191,6 +193,7 @@ type modRT struct {
 	tierPos int32 // index of the module in its tier
 	bslot   *blackboard.Slot
 	lslot   *lastgood.Slot
+	res     *rtExtra      // its bulkhead and retry budget; nil: neither (the common case)
 	policy  decide.Policy // what the verdict on its outcome looks at
 }
 
@@ -485,6 +488,7 @@ func (e *Engine) applyLocked(st *state) {
 	e.syncBreakers(st, want, order)
 	e.lg.SetDefaultTTL(st.cfg.DefaultTTL) // a reload may change it (lastgood.default_ttl)
 	e.placeRuntimes(st)
+	e.applyResilience(st)
 	keys := make(map[string]bool, len(st.lines))
 	for _, rt := range st.lines {
 		keys[rt.key] = true
@@ -522,7 +526,7 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 		reg := st.regs[pm.Spec.Name]
 		rt := &modRT{id: reg.id, name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
 			policy: decide.Policy{Policy: pm.Policy,
-				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency}}
+				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency, OnReject: pm.Spec.OnReject}}
 		if pm.Spec.Breaker == "" {
 			s := st.cfg.Tiers[pm.TierIndex].Breaker
 			s.Name = pm.Spec.Name

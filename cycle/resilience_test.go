@@ -5,14 +5,17 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/bulkhead"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/faultsummary/check"
+	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -157,6 +160,215 @@ func TestNamedBreakerRegistration(t *testing.T) {
 		}
 		if !names["extra"] || !names["ds"] {
 			t.Fatalf("breakers %v, want ds and extra", names)
+		}
+	})
+}
+
+// gate is a module that blocks until its channel is closed, ignoring its context.
+func gate(ch chan struct{}) *script {
+	return &script{fn: func(context.Context, *tiers.Input) (any, error) {
+		<-ch
+		return "done", nil
+	}}
+}
+
+// TestBulkheadRejects: a module that ignores its context keeps its bulkhead permit while it
+// runs past its tier and is busy in the next tick, so the other module naming the
+// bulkhead is rejected (not run, no breaker event, last-known-good served under bypass)
+// until it returns.
+func TestBulkheadRejects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var hangNow atomic.Bool
+		hang := &script{fn: func(context.Context, *tiers.Input) (any, error) {
+			if hangNow.Load() {
+				<-release
+			}
+			return "hang", nil
+		}}
+		other := &script{}
+		cfg := Config{Bulkheads: map[string]bulkhead.Settings{"db": {MaxInFlight: 1}}}
+		regs := []Registration{
+			reg("hang", "planning", hang, func(s *tiers.ModuleSpec) { s.Bulkhead = "db"; s.Priority = 2 }),
+			reg("other", "planning", other, func(s *tiers.ModuleSpec) { s.Bulkhead = "db"; s.Priority = 1 }),
+		}
+		e := newEngine(t, cfg, regs)
+		chk := newChecker(t, cfg, regs)
+		checked(t, e, chk, 1) // both ran: other has a last-known-good value
+		hangNow.Store(true)
+		ss := checked(t, e, chk, 2)
+		if m := mod(t, ss[0], "hang"); m.Status != faultsummary.StatusTimedOut {
+			t.Fatalf("tick 2: hang %s, want timed_out", m.Status)
+		}
+		if m := mod(t, ss[1], "hang"); m.Status != faultsummary.StatusBusy {
+			t.Fatalf("tick 3: hang %s, want busy", m.Status)
+		}
+		for _, s := range ss {
+			m := mod(t, s, "other")
+			if m.Status != faultsummary.StatusRejected || m.Attempts != 0 || m.Error != "" || !m.UsingFallback || !m.Served.Stale {
+				t.Fatalf("tick %d: other %+v, want rejected, no attempt, last-known-good served stale", s.TickID, m)
+			}
+		}
+		if runs := other.runs.Load(); runs != 1 {
+			t.Fatalf("other ran %d times, want once (tick 1)", runs)
+		}
+		bh := e.Bulkheads()
+		if len(bh) != 1 || bh[0].InFlight != 1 || bh[0].Rejections != 2 {
+			t.Fatalf("bulkheads %+v, want db with 1 in flight and 2 rejections", bh)
+		}
+		if b := breakerOf(t, e, "other"); b.TotalFailures != 0 || b.State != breaker.Closed {
+			t.Fatalf("a rejection moved other's breaker: %+v", b)
+		}
+		close(release)
+		synctest.Wait()
+		s := checked(t, e, chk, 1)[0]
+		// hang now runs on its own goroutine (it blocked), concurrently with other: which
+		// of the two gets the one permit first is a race; hang is no longer busy.
+		if st := mod(t, s, "hang").Status; st != faultsummary.StatusOK && st != faultsummary.StatusRejected {
+			t.Fatalf("after the return: hang %s, want ok or rejected", st)
+		}
+		if bh := e.Bulkheads(); bh[0].InFlight != 0 {
+			t.Fatalf("permits left in flight: %+v", bh)
+		}
+	})
+}
+
+func breakerOf(t *testing.T, e *Engine, name string) breaker.Snapshot {
+	t.Helper()
+	for _, b := range e.Breakers() {
+		if b.Name == name {
+			return b
+		}
+	}
+	t.Fatalf("no breaker %q", name)
+	return breaker.Snapshot{}
+}
+
+// TestBulkheadOnRejectFail: on_reject fail makes the rejection the module's failure under
+// its error policy (fail_fast here: the tier fails), with the bulkhead's error.
+func TestBulkheadOnRejectFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		cfg := Config{Bulkheads: map[string]bulkhead.Settings{"db": {MaxInFlight: 1}}}
+		regs := []Registration{
+			reg("hang", "planning", gate(release), func(s *tiers.ModuleSpec) { s.Bulkhead = "db"; s.Priority = 2 }),
+			reg("strict", "planning", ok(1), func(s *tiers.ModuleSpec) {
+				s.Bulkhead, s.OnReject, s.Policy, s.Priority = "db", tiers.Fail, tiers.FailFast, 1
+			}),
+		}
+		e := newEngine(t, cfg, regs)
+		s := checked(t, e, newChecker(t, cfg, regs), 1)[0]
+		m := mod(t, s, "strict")
+		if m.Status != faultsummary.StatusRejected || m.Error != "bulkhead is full (on_reject: fail)" || m.FaultKind != "control" {
+			t.Fatalf("strict %+v", m)
+		}
+		if tierOf(t, s, "planning").Status != faultsummary.TierFailed || s.Finish != faultsummary.Failed {
+			t.Fatalf("tier %s finish %s, want failed", tierOf(t, s, "planning").Status, s.Finish)
+		}
+	})
+}
+
+// TestBulkheadWait: with a wait, a module finding the bulkhead full waits for the permit
+// (out of its tier's budget) and runs once the holder returns; a wait longer than the
+// time left ends at the deadline, rejected.
+func TestBulkheadWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		holdFor := 5 * time.Millisecond
+		slow := &script{fn: func(ctx context.Context, _ *tiers.Input) (any, error) {
+			select {
+			case <-time.After(holdFor):
+				return "slow", nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}}
+		cfg := Config{Bulkheads: map[string]bulkhead.Settings{"db": {MaxInFlight: 1, Wait: time.Second}}}
+		regs := []Registration{
+			reg("slow", "planning", slow, func(s *tiers.ModuleSpec) { s.Bulkhead = "db"; s.Priority = 2 }),
+			reg("waiter", "planning", ok(2), func(s *tiers.ModuleSpec) { s.Bulkhead = "db"; s.Priority = 1 }),
+		}
+		e := newEngine(t, cfg, regs)
+		chk := newChecker(t, cfg, regs)
+		s := checked(t, e, chk, 1)[0]
+		if st := mod(t, s, "waiter").Status; st != faultsummary.StatusOK {
+			t.Fatalf("waiter %s, want ok after waiting", st)
+		}
+		if el := tierOf(t, s, "planning").ElapsedMs; el < 5 {
+			t.Fatalf("tier took %vms, want at least the 5ms the waiter waited", el)
+		}
+		holdFor = time.Hour // the holder honours its context: it ends at the 100ms deadline
+		s = checked(t, e, chk, 1)[0]
+		if m := mod(t, s, "waiter"); m.Status != faultsummary.StatusRejected {
+			t.Fatalf("waiter %s, want rejected at the deadline", m.Status)
+		}
+	})
+}
+
+// TestRetryBudgetWindow: a tier's retry budget (ratio 0.5 over 2 ticks) lets a failing
+// module retry while the window's retries stay within half its first attempts, refuses
+// the next retry (the run ends with its last fault) and says so in the summary; on the
+// next tick the window still holds the earlier retries.
+func TestRetryBudgetWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		failFrom2 := &script{fn: func(_ context.Context, in *tiers.Input) (any, error) {
+			if in.TickID() >= 2 {
+				return nil, fault.Transient(errBoom)
+			}
+			return 1, nil
+		}}
+		cfg := Config{RetryBudgets: RetryBudgets{Tiers: map[string]retrybudget.RatioSettings{"knowledge": {Ratio: 0.5, Window: 2}}}}
+		regs := []Registration{reg("f", "knowledge", failFrom2, func(s *tiers.ModuleSpec) { s.MaxAttempts, s.Priority = 10, 9 })}
+		for _, n := range []string{"a", "b", "c", "d"} {
+			regs = append(regs, reg(n, "knowledge", ok(n)))
+		}
+		e := newEngine(t, cfg, regs)
+		ss := checked(t, e, newChecker(t, cfg, regs), 3)
+		// Tick 2: f, first in its tier, fails: window firsts 5 (tick 1) + 1 = 6, its first
+		// retry fits; while it backs off, the other four run (another runner takes them),
+		// and 10 first attempts let 5 retries in, the 6th is refused. Tick 3: the window
+		// (ticks 2 and 3) holds 5 retries for 6, then 10, first attempts: none fits.
+		for i, want := range []int{1, 6, 1} {
+			m := mod(t, ss[i], "f")
+			if m.Attempts != want {
+				t.Fatalf("tick %d: f made %d attempts, want %d", i+1, m.Attempts, want)
+			}
+			if exh := ss[i].RetryBudgetExhausted; (i > 0) != (len(exh) == 1 && exh[0] == "knowledge") {
+				t.Fatalf("tick %d: retry_budget_exhausted %v", i+1, exh)
+			}
+		}
+		if m := mod(t, ss[1], "f"); m.Status != faultsummary.StatusFailed || m.FaultKind != "transient" {
+			t.Fatalf("tick 2: f %s %s, want failed transient (its last fault)", m.Status, m.FaultKind)
+		}
+		v := e.RetryBudgetStates()
+		if len(v) != 1 || v[0].Name != "knowledge" || !v[0].Tier || v[0].Retries != 5 || v[0].Refused != 2 {
+			t.Fatalf("budgets %+v", v)
+		}
+	})
+}
+
+// TestRetryBudgetMinPerTick: ratio 0 allows only min_per_tick retries per tick, shared by
+// the modules naming the downstream's budget; a module of the same tier not naming it
+// retries as before.
+func TestRetryBudgetMinPerTick(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{RetryBudgets: RetryBudgets{Downstreams: map[string]retrybudget.RatioSettings{"llm": {MinPerTick: 1}}}}
+		named := func(s *tiers.ModuleSpec) { s.RetryBudget = "llm" }
+		regs := []Registration{
+			reg("x", "knowledge", failing(fault.Transient(errBoom)), named),
+			reg("y", "knowledge", failing(fault.Transient(errBoom)), named),
+			reg("free", "knowledge", failing(fault.Transient(errBoom))),
+		}
+		e := newEngine(t, cfg, regs)
+		s := checked(t, e, newChecker(t, cfg, regs), 1)[0]
+		if got := mod(t, s, "x").Attempts + mod(t, s, "y").Attempts; got != 3 {
+			t.Fatalf("x and y made %d attempts, want 3 (two firsts, one retry)", got)
+		}
+		if got := mod(t, s, "free").Attempts; got != 3 {
+			t.Fatalf("free made %d attempts, want its tier's 3", got)
+		}
+		if exh := s.RetryBudgetExhausted; len(exh) != 1 || exh[0] != "llm" {
+			t.Fatalf("retry_budget_exhausted %v, want [llm]", exh)
 		}
 	})
 }

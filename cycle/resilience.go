@@ -18,7 +18,7 @@ import (
 // This file holds the engine's side of bulkheads and retry-amplification budgets (issue
 // 37): their configuration, their validation, and the objects a state shares with its
 // modules. What a refusal means is decided in package decide (AdmitBulkhead, Judge); the
-// budgets' rule is retrybudget.RatioAllows.
+// budgets' rule is decide.RetryAllowed.
 
 // RetryBudgets are the retry-amplification budgets: retries may be at most a ratio of
 // first attempts over a sliding window (retrybudget.RatioSettings). A module counts
@@ -35,7 +35,7 @@ type RetryBudgets struct {
 // modRT otherwise, so that modules without them pay one nil check).
 type rtExtra struct {
 	bh *bulkhead.Bulkhead
-	rb *retrybudget.RatioBudget
+	rb *ratioBudget
 }
 
 // resilience is a state's bulkheads and retry budgets. Bulkheads and budgets carry over
@@ -49,7 +49,7 @@ type resilience struct {
 // namedBudget is a retry budget and the name the summary gives it.
 type namedBudget struct {
 	name string
-	rb   *retrybudget.RatioBudget
+	rb   *ratioBudget
 }
 
 // begin opens a tick on every retry budget.
@@ -71,7 +71,7 @@ func (r *resilience) exhausted() []string {
 }
 
 // budget returns the budget called name, or nil.
-func (r *resilience) budget(name string) *retrybudget.RatioBudget {
+func (r *resilience) budget(name string) *ratioBudget {
 	for _, b := range r.budgets {
 		if b.name == name {
 			return b.rb
@@ -136,13 +136,13 @@ func (r *resilience) bulkhead(name string) *bulkhead.Bulkhead {
 }
 
 // keepBudget returns r's budget called name if its settings are s, or a new one.
-func (r *resilience) keepBudget(name string, s retrybudget.RatioSettings) *retrybudget.RatioBudget {
+func (r *resilience) keepBudget(name string, s retrybudget.RatioSettings) *ratioBudget {
 	if r != nil {
 		if b := r.budget(name); b != nil && b.Settings() == s {
 			return b
 		}
 	}
-	return retrybudget.NewRatioBudget(s)
+	return newRatioBudget(s)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -175,7 +175,7 @@ type RetryBudgetView struct {
 	Name     string
 	Tier     bool // a tier's budget (else a named downstream's)
 	Settings retrybudget.RatioSettings
-	retrybudget.RatioSnapshot
+	RatioSnapshot
 }
 
 // RetryBudgetStates returns the state of every retry budget in force: the tiers' in tier

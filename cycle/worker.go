@@ -538,8 +538,8 @@ type worker struct {
 
 	// Owned by whoever runs the module (one at a time, see busyBit).
 	permit    breaker.Permit
-	bh        *bulkhead.Bulkhead       // the bulkhead whose permit the run holds; nil: none
-	rb        *retrybudget.RatioBudget // the retry budget the run counts against; nil: none
+	bh        *bulkhead.Bulkhead // the bulkhead whose permit the run holds; nil: none
+	rb        *ratioBudget       // the retry budget the run counts against; nil: none
 	res       result
 	in        tiers.Input // inside the worker: one object (one cache miss) less per run
 	m         tiers.Module

@@ -47,7 +47,7 @@ type Budget struct {
 	// Gate, if set, is asked before every retry that the rules above allow, once the
 	// backoff is known to fit in the time left and before it is waited: a refusal ends the
 	// run with the last attempt's fault (RetryRefused). A retry-amplification budget
-	// (RatioBudget) is one.
+	// (the engine's per tier or per downstream) is one.
 	Gate RetryGate
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -52,5 +53,28 @@ func TestBulkheadRules(t *testing.T) {
 	}
 	if Rejected.Nominal() || Rejected.Public() != "rejected" || CauseRejectFail.Err() == nil {
 		t.Error("rejected is a published degradation with an error under on_reject: fail")
+	}
+}
+
+// One row per rule of the retry-amplification budget.
+func TestRetryAllowed(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		s    retrybudget.RatioSettings
+		w    RatioWindow
+		want bool
+	}{
+		{"no first attempt, no minimum: refused", retrybudget.RatioSettings{Ratio: 1}, RatioWindow{}, false},
+		{"the minimum per tick is always allowed", retrybudget.RatioSettings{MinPerTick: 2}, RatioWindow{Retries: 50, TickRetries: 1}, true},
+		{"minimum used up, ratio 0: refused", retrybudget.RatioSettings{MinPerTick: 2}, RatioWindow{Firsts: 100, TickRetries: 2}, false},
+		{"within the ratio", retrybudget.RatioSettings{Ratio: 0.2}, RatioWindow{Firsts: 10, Retries: 1}, true},
+		{"the retry that reaches the ratio", retrybudget.RatioSettings{Ratio: 0.2}, RatioWindow{Firsts: 10, Retries: 1, TickRetries: 1}, true},
+		{"the retry past the ratio", retrybudget.RatioSettings{Ratio: 0.2}, RatioWindow{Firsts: 10, Retries: 2, TickRetries: 2}, false},
+		{"earlier ticks' retries count", retrybudget.RatioSettings{Ratio: 0.5, MinPerTick: 1}, RatioWindow{Firsts: 10, Retries: 5, TickRetries: 1}, false},
+		{"ratio above 1 allows more retries than firsts", retrybudget.RatioSettings{Ratio: 3}, RatioWindow{Firsts: 2, Retries: 5}, true},
+	} {
+		if got := RetryAllowed(c.s, c.w); got != c.want {
+			t.Errorf("%s: RetryAllowed(%+v, %+v) = %v, want %v", c.name, c.s, c.w, got, c.want)
+		}
 	}
 }

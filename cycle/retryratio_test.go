@@ -57,4 +57,3 @@ func TestRatioBudgetTimeWindow(t *testing.T) {
 		t.Fatalf("window firsts %d, want 4 (ticks at 10 and 20ms)", s.WindowFirsts)
 	}
 }
-

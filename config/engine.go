@@ -333,6 +333,7 @@ func (c *Config) Engine(opts ...BuildOption) (cycle.Config, []cycle.Registration
 			ec.Breakers[name] = b.engine(name)
 		}
 	}
+	ec.Bulkheads, ec.RetryBudgets = c.resilienceEngine()
 	var ps tiers.Problems
 	regs := make([]cycle.Registration, 0, len(c.Modules))
 	for i, m := range c.Modules {
@@ -347,7 +348,8 @@ func (c *Config) Engine(opts ...BuildOption) (cycle.Config, []cycle.Registration
 func (m ModuleConfig) Spec() tiers.ModuleSpec {
 	return tiers.ModuleSpec{Name: m.Name, Tier: m.Tier, DependsOn: m.DependsOn, Reads: m.Reads, Writes: m.Writes,
 		TTL: m.TTL.TTL, Policy: m.Policy, Breaker: m.Breaker, OnOpen: m.OnOpen, Idempotent: m.Idempotent,
-		MaxAttempts: m.MaxAttempts, Every: m.Every, Emergency: m.Emergency, Priority: m.Priority}
+		MaxAttempts: m.MaxAttempts, Every: m.Every, Emergency: m.Emergency, Priority: m.Priority,
+		Bulkhead: m.Bulkhead, OnReject: m.OnReject, RetryBudget: m.RetryBudget}
 }
 
 // unbuildable stands in for a module that could not be built; validation refuses the

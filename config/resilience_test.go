@@ -4,8 +4,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/tiers"
 )
 
 func TestLoadRateBreaker(t *testing.T) {
@@ -55,6 +57,67 @@ func TestLoadRateBreakerRejections(t *testing.T) {
 			[]string{"breakers.b.window"}, "must be between 1 and 100000"},
 		{"tier breaker", "tiers:\n  - {name: safety, budget: 50ms, breaker: {kind: rate, failure_rate: -1}}\n",
 			[]string{"tiers[0].breaker.failure_rate"}, "must be > 0 and <= 1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.yaml)
+			ps := problems(t, err)
+			if got := paths(ps); !slices.Equal(got, tt.paths) {
+				t.Fatalf("paths %q, want %q\n%v", got, tt.paths, err)
+			}
+			if !strings.Contains(ps[0].Message, tt.msg) {
+				t.Fatalf("message %q does not contain %q", ps[0].Message, tt.msg)
+			}
+		})
+	}
+}
+
+func TestLoadBulkheadsAndRetryBudgets(t *testing.T) {
+	c := mustLoad(t, `
+bulkheads:
+  db: {max_in_flight: 4, wait: 5ms}
+retry_budget:
+  tiers:
+    knowledge: {ratio: 0.2, window: 20, min_per_tick: 1}
+  downstreams:
+    llm: {ratio: 0.1, window: 5s}
+modules:
+  - {name: a, tier: knowledge, bulkhead: db, on_reject: fail, retry_budget: llm}
+`)
+	ec, regs, ps := c.Engine()
+	if len(ps.Errors()) > 0 {
+		t.Fatal(ps)
+	}
+	if b := ec.Bulkheads["db"]; b.MaxInFlight != 4 || b.Wait != 5*time.Millisecond || b.Name != "db" {
+		t.Fatalf("bulkhead %+v", b)
+	}
+	if r := ec.RetryBudgets.Tiers["knowledge"]; r.Ratio != 0.2 || r.Window != 20 || r.MinPerTick != 1 {
+		t.Fatalf("tier budget %+v", r)
+	}
+	if r := ec.RetryBudgets.Downstreams["llm"]; r.WindowTime != 5*time.Second || r.Window != 0 {
+		t.Fatalf("downstream budget %+v", r)
+	}
+	if s := regs[0].Spec; s.Bulkhead != "db" || s.OnReject != tiers.Fail || s.RetryBudget != "llm" {
+		t.Fatalf("spec %+v", s)
+	}
+}
+
+func TestLoadResilienceRejections(t *testing.T) {
+	for _, tt := range []struct {
+		name, yaml string
+		paths      []string
+		msg        string
+	}{
+		{"bulkhead bounds", "bulkheads:\n  db: {max_in_flight: 0, wait: -1s}\n",
+			[]string{"bulkheads.db.max_in_flight", "bulkheads.db.wait"}, "must be >= 1"},
+		{"unknown names", "modules:\n  - {name: a, tier: planning, bulkhead: ghost, retry_budget: nobody}\n",
+			[]string{"modules[0].bulkhead", "modules[0].retry_budget"}, `unknown bulkhead "ghost"`},
+		{"bad window", "retry_budget:\n  tiers:\n    knowledge: {ratio: 0.1, window: soon}\n",
+			[]string{"retry_budget.tiers.knowledge.window"}, "invalid window"},
+		{"window ticks bound", "retry_budget:\n  downstreams:\n    llm: {ratio: 0.1, window: 0}\n",
+			[]string{"retry_budget.downstreams.llm.window"}, "must be between 1 and"},
+		{"ratio and tier", "retry_budget:\n  tiers:\n    nowhere: {ratio: -1, min_per_tick: -2}\n",
+			[]string{"retry_budget.tiers.nowhere", "retry_budget.tiers.nowhere.ratio", "retry_budget.tiers.nowhere.min_per_tick"}, `unknown tier "nowhere"`},
+		{"bad on_reject", "modules:\n  - {name: a, tier: planning, on_reject: explode}\n", []string{"modules[0].on_reject"}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := load(t, tt.yaml)

@@ -42,6 +42,13 @@ type Config struct {
 	// Recorder configures the flight recorder. Changing it needs a restart.
 	Recorder RecorderConfig `yaml:"recorder"`
 
+	// Issue 37, resilience additions.
+
+	// Bulkheads are the named bulkheads modules may name (bulkhead: NAME).
+	Bulkheads map[string]BulkheadConfig `yaml:"bulkheads"`
+	// RetryBudget holds the retry-amplification budgets, per tier and per downstream.
+	RetryBudget RetryBudgetConfig `yaml:"retry_budget"`
+
 	// source names where the configuration came from.
 	source string
 	// tokenFromFile: AdminToken was read from AdminTokenFile.
@@ -189,6 +196,16 @@ type ModuleConfig struct {
 	Builtin *modules.Settings `yaml:"builtin"`
 	// HTTP configures an http module.
 	HTTP *HTTPModuleConfig `yaml:"http"`
+
+	// Issue 37, resilience additions.
+
+	// Bulkhead names a bulkhead (bulkheads.NAME) every run takes a permit of.
+	Bulkhead string `yaml:"bulkhead"`
+	// OnReject is bypass (default) or fail: what a refusal by the bulkhead means.
+	OnReject tiers.OnOpen `yaml:"on_reject"`
+	// RetryBudget names a downstream's retry budget (retry_budget.downstreams.NAME) the
+	// module's retries count against instead of its tier's.
+	RetryBudget string `yaml:"retry_budget"`
 }
 
 // HTTPModuleConfig configures a remote module (kind http; see modules.HTTP for the

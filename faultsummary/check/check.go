@@ -110,7 +110,8 @@ type Checker struct {
 
 	emResets []uint64            // operator emergency resets, by the tick after which they were made
 	brResets map[string][]uint64 // operator breaker resets, likewise
-	rbWin    map[string][]rbTick // per retry budget, the ticks of its window (issue 37)
+
+	rbWin map[string]*rbWindow // per retry budget, its window (issue 37)
 
 	checked    int
 	violations []Violation
@@ -168,8 +169,7 @@ func (c *Checker) setConfig(cfg Config) {
 	cfg.Modules = slices.Clone(cfg.Modules)
 	cfg.Breakers = maps.Clone(cfg.Breakers)
 	cfg.Emergency.SkipTiers = slices.Clone(cfg.Emergency.SkipTiers)
-	cfg.RetryBudgets = slices.Clone(cfg.RetryBudgets)
-	c.rbWin = nil // a budget's window is followed anew under a new configuration
+	cfg.RetryBudgets = slices.Clone(cfg.RetryBudgets) // a budget's window is kept while its settings are (rbWindow.set)
 	c.cfg = cfg
 	c.mods = make(map[string]*Module, len(cfg.Modules))
 	for i := range cfg.Modules {

@@ -57,7 +57,7 @@ func init() {
 			build: func(q *seq, bad bool) {
 				q.tick(M{"a": {st: retried, attempts: 2}}, nil)
 				if bad {
-					q.tick(M{"a": {st: retried, attempts: 4}}, nil) // 1 + 3 retries > 2 ticks × 1
+					q.tick(M{"a": {st: retried, attempts: 4}}, nil) // 3 retries > min 1, and 1 + 3 > 0 × 2 + 1
 				} else {
 					q.tick(M{"a": {st: retried, attempts: 2}}, func(s S) { s.RetryBudgetExhausted = []string{"work"} })
 				}

@@ -12,8 +12,10 @@ import (
 
 func TestTryAcquireCapsInFlight(t *testing.T) {
 	b := bulkhead.New(bulkhead.Settings{Name: "db", MaxInFlight: 2})
-	if !b.TryAcquire(true) || !b.TryAcquire(true) {
-		t.Fatal("two permits of two were refused")
+	for i := range 2 {
+		if !b.TryAcquire(true) {
+			t.Fatalf("permit %d of two was refused", i+1)
+		}
 	}
 	if b.TryAcquire(true) {
 		t.Fatal("a third permit of two was given")

@@ -40,12 +40,13 @@ func BenchmarkTickResilience(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
 				if _, err := e.Tick(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/module")
+			reportCPU(b, cpu0, n)
 		})
 	}
 }

@@ -265,9 +265,8 @@ func checkRatio(p string, s retrybudget.RatioSettings, add func(path, format str
 // admitExtra asks module rt's bulkhead, if it has one, for a permit (waiting, if the
 // bulkhead says so, at most until the tier's deadline), and records a refusal on ln. It
 // returns whether the module was refused, and then gives back the breaker's permit p of
-// br (a rejection records nothing on the breaker); admitted, the worker holds the permit
-// and its retry budget until the run returns (releaseExtra). Called by the admission,
-// which owns the worker.
+// br (a rejection records nothing on the breaker); admitted, the run holds the permit
+// until it returns (worker.endRun). Called by the admission, which owns the worker.
 func (tr *tierRun) admitExtra(w *worker, x *rtExtra, ln *lineRec, br *breaker.Breaker, p breaker.Permit) bool {
 	if b := x.bh; b != nil {
 		ok := b.TryAcquire(b.Wait() <= 0)
@@ -285,26 +284,20 @@ func (tr *tierRun) admitExtra(w *worker, x *rtExtra, ln *lineRec, br *breaker.Br
 			br.Release(p)
 			return true
 		}
+		w.held = b
 	}
-	w.bh, w.rb = x.bh, x.rb
 	return false
 }
 
-// endRun gives back what the run held of its bulkhead and retry budget, if anything: a
-// nil check for the modules that have neither.
+// endRun gives back the bulkhead permit the worker's run holds, if any: a nil check for
+// the modules without a bulkhead. The permit is the one taken at admission (a reload may
+// give the worker another runtime, or another bulkhead, while the run is outstanding).
+// Called by whoever runs the module, when the run has returned or was not started.
 func (w *worker) endRun() {
-	if w.bh != nil || w.rb != nil {
-		w.releaseExtra()
+	if b := w.held; b != nil {
+		w.held = nil
+		b.Release()
 	}
-}
-
-// releaseExtra gives back the bulkhead permit of the worker's run and forgets its retry
-// budget. Called by whoever runs the module, when the run has returned.
-func (w *worker) releaseExtra() {
-	if w.bh != nil {
-		w.bh.Release()
-	}
-	w.bh, w.rb = nil, nil
 }
 
 // addResilienceChecks adds to out what the checker needs of c's bulkheads and retry

@@ -538,8 +538,7 @@ type worker struct {
 
 	// Owned by whoever runs the module (one at a time, see busyBit).
 	permit    breaker.Permit
-	bh        *bulkhead.Bulkhead // the bulkhead whose permit the run holds; nil: none
-	rb        *ratioBudget       // the retry budget the run counts against; nil: none
+	held      *bulkhead.Bulkhead // the bulkhead whose permit the run holds; nil: none
 	res       result
 	in        tiers.Input // inside the worker: one object (one cache miss) less per run
 	m         tiers.Module
@@ -693,7 +692,7 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		}
 		if !w.dispatch(tr) {
 			rt.br.Release(p) // the Done store below clears the busy bit
-			w.releaseExtra()
+			w.endRun()
 			ln.refusal = decide.Stopped
 			break
 		}
@@ -792,8 +791,8 @@ func (r *result) succeeded() {
 // budget is the retry budget of rt's run in tr.
 func (tr *tierRun) budget(rt *modRT) retrybudget.Budget {
 	b := retrybudget.Budget{MaxAttempts: rt.planned.Attempts, Backoff: tr.backoff, Retryable: tr.retry}
-	if w := rt.w; w.rb != nil {
-		b.Gate = w.rb
+	if x := rt.res; x != nil && x.rb != nil {
+		b.Gate = x.rb
 	}
 	return b
 }
@@ -875,8 +874,8 @@ func (w *worker) attempt(ctx context.Context, n int) (err error) {
 		}
 	}()
 	w.in.SetAttempt(n)
-	if n == 1 && w.rb != nil {
-		w.rb.First()
+	if x := w.inFor.res; n == 1 && x != nil && x.rb != nil { // inFor is the runtime being run
+		x.rb.First()
 	}
 	if w.attempts.Load() != int32(n) {
 		w.attempts.Store(int32(n)) // most runs are a first attempt after a first attempt: no store

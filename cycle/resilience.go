@@ -154,9 +154,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// BulkheadView is a bulkhead as GET /bulkheads shows it.
-type BulkheadView = bulkhead.Snapshot
-
 // Bulkheads returns a snapshot of every bulkhead in force, sorted by name.
 func (e *Engine) Bulkheads() []bulkhead.Snapshot {
 	st := e.activeView.Load()

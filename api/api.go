@@ -232,6 +232,7 @@ func New(opts Options) http.Handler {
 		r.Get("/modules", s.listModules)
 		r.Get("/modules/{name}", s.getModule)
 		r.Get("/breakers", s.listBreakers)
+		r.Get("/bulkheads", s.listBulkheads) // issue 37
 		r.Get("/blackboard", s.getBlackboard)
 		r.Get("/blackboard/*", s.getBlackboardKey)
 		r.Get("/emergency", s.getEmergency)

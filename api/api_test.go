@@ -25,6 +25,7 @@ import (
 
 	"github.com/cycled/cycled/api"
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/bulkhead"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
@@ -1150,11 +1151,34 @@ func TestOpenAPIServed(t *testing.T) {
 	for _, route := range []string{"GET /ticks/latest", "GET /ticks", "POST /ticks", "GET /ticks/{id}", "GET /ticks/stream",
 		"GET /modules", "POST /modules", "GET /modules/{name}", "DELETE /modules/{name}", "POST /modules/{name}/faults",
 		"GET /breakers", "POST /breakers/{name}/reset", "GET /blackboard", "GET /blackboard/{key}", "GET /emergency",
-		"POST /emergency/reset", "GET /config", "POST /config/reload", "GET /healthz", "GET /readyz", "GET /metrics",
+		"POST /emergency/reset", "GET /config", "POST /config/reload", "GET /healthz", "GET /readyz", "GET /metrics", "GET /bulkheads",
 		"GET /openapi.json"} {
 		method, path, _ := strings.Cut(route, " ")
 		if _, ok := doc.Paths[path][strings.ToLower(method)]; !ok {
 			t.Errorf("%s is not described", route)
 		}
+	}
+}
+
+// TestBulkheadsListed: GET /bulkheads lists the bulkheads in force with their settings and
+// counts, sorted by name; with none configured the list is empty, not null.
+func TestBulkheadsListed(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	if got := string(r.expect(http.StatusOK, http.MethodGet, "/bulkheads", nil)); !strings.Contains(got, `"bulkheads":[]`) {
+		t.Fatalf("no bulkheads: %s", got)
+	}
+	cfg := testConfig()
+	cfg.Bulkheads = map[string]bulkhead.Settings{"db": {MaxInFlight: 2, Wait: 5 * time.Millisecond}, "api": {MaxInFlight: 1}}
+	r = newRig(t, rigOptions{cfg: cfg})
+	type view struct {
+		Name        string  `json:"name"`
+		MaxInFlight int     `json:"max_in_flight"`
+		WaitMs      float64 `json:"wait_ms"`
+		InFlight    int     `json:"in_flight"`
+		Rejections  uint64  `json:"rejections"`
+	}
+	got := decode[struct{ Bulkheads []view }](t, r.expect(http.StatusOK, http.MethodGet, "/bulkheads", nil)).Bulkheads
+	if len(got) != 2 || got[0].Name != "api" || got[1] != (view{Name: "db", MaxInFlight: 2, WaitMs: 5}) {
+		t.Fatalf("GET /bulkheads: %+v", got)
 	}
 }

@@ -101,6 +101,10 @@ type breakerView struct {
 	// CooldownRemainingMs is the time until an open breaker half-opens.
 	CooldownRemainingMs *float64            `json:"cooldown_remaining_ms,omitempty"`
 	Settings            breakerSettingsView `json:"settings"`
+	// WindowTicks and WindowFailures (rate breakers, issue 37) are the counted ticks in
+	// the window and the failures among them.
+	WindowTicks    *int `json:"window_ticks,omitempty"`
+	WindowFailures *int `json:"window_failures,omitempty"`
 }
 
 type breakerSettingsView struct {
@@ -109,6 +113,11 @@ type breakerSettingsView struct {
 	HalfOpenProbes    int      `json:"half_open_probes"`
 	HalfOpenSuccesses int      `json:"half_open_successes"`
 	TripOn            []string `json:"trip_on"`
+	// Issue 37: the kind (consecutive or rate) and a rate breaker's window.
+	Kind        string  `json:"kind"`
+	Window      int     `json:"window,omitempty"`
+	MinTicks    int     `json:"min_ticks,omitempty"`
+	FailureRate float64 `json:"failure_rate,omitempty"`
 }
 
 func viewBreaker(b breaker.Snapshot, now time.Time) *breakerView {
@@ -120,6 +129,7 @@ func viewBreaker(b breaker.Snapshot, now time.Time) *breakerView {
 	for _, k := range b.Settings.TripOn.Kinds() {
 		v.Settings.TripOn = append(v.Settings.TripOn, k.String())
 	}
+	viewRate(v, b)
 	if !b.OpenedAt.IsZero() {
 		at := b.OpenedAt.Format(time.RFC3339Nano)
 		v.OpenedAt = &at

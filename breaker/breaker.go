@@ -1,7 +1,9 @@
 // Package breaker is a tick-granular circuit breaker.
 //
-// One tick whose module failed after all its attempts is one failure. After
-// FailureThreshold consecutive failures the breaker opens; after Cooldown it half-opens and
+// One tick whose module failed after all its attempts is one failure. A consecutive
+// breaker (the default Kind) opens after FailureThreshold consecutive failures; a rate
+// breaker opens when, over its last Window counted ticks and at least MinTicks of them,
+// the share of failures reaches FailureRate (RateTrips). Either way it then stays open; after Cooldown it half-opens and
 // admits at most HalfOpenProbes concurrent probes; HalfOpenSuccesses successful probes close
 // it, any failed probe re-opens it with a fresh cooldown. Kinds outside TripOn never count
 // and never change state.
@@ -71,6 +73,75 @@ type Settings struct {
 	HalfOpenSuccesses int
 	// TripOn is the set of kinds that count as failures. The empty set means fault.AllFaults.
 	TripOn fault.Set
+	// Kind selects the rule that opens a closed breaker: Consecutive (the zero value) or
+	// Rate. The states, probes and TripOn are the same for both.
+	Kind Kind
+	// Window (Rate only) is the number of most recent counted ticks (a success, or a
+	// failure of a kind in TripOn) the failure rate is taken over. Zero means 20.
+	Window int
+	// MinTicks (Rate only) is the number of counted ticks the window must hold before the
+	// rate can open the breaker. Zero means Window.
+	MinTicks int
+	// FailureRate (Rate only) is the share of failures in the window, in (0, 1], that
+	// opens the breaker. Zero means 0.5.
+	FailureRate float64
+}
+
+// Kind is the rule that opens a closed breaker.
+type Kind uint8
+
+// The breaker kinds.
+const (
+	// Consecutive opens after FailureThreshold consecutive counted failures.
+	Consecutive Kind = iota
+	// Rate opens when the share of failures over the last Window counted ticks reaches
+	// FailureRate, once at least MinTicks are counted.
+	Rate
+)
+
+// String returns "consecutive" or "rate".
+func (k Kind) String() string {
+	switch k {
+	case Consecutive:
+		return "consecutive"
+	case Rate:
+		return "rate"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ParseKind parses "consecutive" (or "") or "rate".
+func ParseKind(s string) (Kind, error) {
+	switch s {
+	case "", "consecutive":
+		return Consecutive, nil
+	case "rate":
+		return Rate, nil
+	}
+	return 0, fmt.Errorf("unknown breaker kind %q (want consecutive or rate)", s)
+}
+
+// MarshalText encodes k as its name.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText parses k from its name (see ParseKind).
+func (k *Kind) UnmarshalText(b []byte) error {
+	v, err := ParseKind(string(b))
+	if err != nil {
+		return err
+	}
+	*k = v
+	return nil
+}
+
+// MaxWindow is the largest Window of a rate breaker: its ring holds one slot per tick.
+const MaxWindow = 100_000
+
+// RateTrips reports whether a rate breaker whose window holds ticks counted ticks, failures
+// of them failed, opens: at least minTicks (and one) counted, and failures at least rate
+// of them. It is the rate kind's whole rule, a pure function of its inputs.
+func RateTrips(failures, ticks, minTicks int, rate float64) bool {
+	return ticks > 0 && ticks >= minTicks && float64(failures) >= rate*float64(ticks)
 }
 
 // PermitKind says what Acquire granted.
@@ -138,6 +209,9 @@ type Snapshot struct {
 	// ConsecutiveFailures is the length of the current run of counted failures (kinds in
 	// TripOn); any counted success, closing and Reset clear it.
 	ConsecutiveFailures int
+	// WindowTicks and WindowFailures (rate breakers) are the counted ticks in the window
+	// and the failures among them; opening, closing and Reset clear them.
+	WindowTicks, WindowFailures int
 	// ProbesInFlight is the number of probe permits handed out and not yet recorded.
 	ProbesInFlight int
 	// ProbeSuccesses is the number of successful probes in the current half-open period.
@@ -180,11 +254,14 @@ const (
 	defaultCooldown          = 30 * time.Second
 	defaultHalfOpenProbes    = 1
 	defaultHalfOpenSuccesses = 1
+	defaultWindow            = 20
+	defaultFailureRate       = 0.5
 )
 
 // Transition reasons.
 const (
 	reasonThreshold = "failure threshold reached"
+	reasonRate      = "failure rate reached"
 	reasonCooldown  = "cooldown elapsed"
 	reasonProbeFail = "probe failed"
 	reasonProbesOK  = "probes succeeded"
@@ -208,6 +285,17 @@ func (s Settings) WithDefaults() Settings {
 	}
 	if s.TripOn.Empty() {
 		s.TripOn = fault.AllFaults
+	}
+	if s.Kind == Rate {
+		if s.Window <= 0 {
+			s.Window = defaultWindow
+		}
+		if s.MinTicks <= 0 {
+			s.MinTicks = s.Window
+		}
+		if !(s.FailureRate > 0) { // also catches NaN
+			s.FailureRate = defaultFailureRate
+		}
 	}
 	return s
 }
@@ -253,7 +341,34 @@ type Breaker struct {
 	transitions    uint64       // guarded by mu
 	openedAt       time.Time    // guarded by mu; zero while closed
 	pending        []Transition // guarded by mu; transitions not yet delivered to listeners
+	win            *window      // guarded by mu; the rate kind's window, nil for Consecutive
 }
+
+// window is a rate breaker's ring of the outcomes of its last counted ticks.
+type window struct {
+	failed   []bool // ring of Window outcomes, true for a counted failure
+	next, n  int    // the slot written next; the slots in use
+	failures int    // the true slots among those in use
+}
+
+// add records one counted tick.
+func (w *window) add(failed bool) {
+	if w.n == len(w.failed) {
+		if w.failed[w.next] {
+			w.failures--
+		}
+	} else {
+		w.n++
+	}
+	w.failed[w.next] = failed
+	if failed {
+		w.failures++
+	}
+	w.next = (w.next + 1) % len(w.failed)
+}
+
+// clear empties the window.
+func (w *window) clear() { w.next, w.n, w.failures = 0, 0, 0 }
 
 // New returns a closed breaker.
 func New(s Settings, opts ...Option) *Breaker {
@@ -269,13 +384,18 @@ func New(s Settings, opts ...Option) *Breaker {
 		listeners: slices.Clip(o.listeners),
 	}
 	b.epoch = b.clock.Now()
+	if b.settings.Kind == Rate {
+		// Every success of a rate breaker is recorded in its window: no lock-free path.
+		b.win = &window{failed: make([]bool, b.settings.Window)}
+		return b
+	}
 	b.fast.Store(1) // generation 0, closed, no failure
 	return b
 }
 
 // syncFastLocked refreshes the fast word after a change of state, generation or count.
 func (b *Breaker) syncFastLocked() {
-	if b.state == Closed && b.consecutive == 0 {
+	if b.state == Closed && b.consecutive == 0 && b.win == nil {
 		b.fast.Store(b.gen<<1 | 1)
 	} else {
 		b.fast.Store(0)
@@ -343,6 +463,9 @@ func (b *Breaker) Success(p Permit) {
 	}
 	b.totalSuccesses++
 	b.consecutive = 0
+	if b.win != nil && p.kind == Pass {
+		b.win.add(false)
+	}
 	b.syncFastLocked()
 	if p.kind == Probe {
 		b.probeSuccesses++
@@ -373,13 +496,31 @@ func (b *Breaker) Failure(p Permit, k fault.Kind) {
 	b.syncFastLocked()
 	switch p.kind {
 	case Pass:
-		if b.consecutive >= b.settings.FailureThreshold {
-			b.transitionLocked(Open, reasonThreshold, b.clock.Now())
+		if b.tripsLocked() {
+			b.transitionLocked(Open, b.tripReason(), b.clock.Now())
 		}
 	case Probe:
 		b.transitionLocked(Open, reasonProbeFail, b.clock.Now())
 	}
 	b.unlock()
+}
+
+// tripsLocked records a counted failure under a Pass permit in the window of a rate
+// breaker, and reports whether the breaker opens by its kind's rule.
+func (b *Breaker) tripsLocked() bool {
+	if b.win == nil {
+		return b.consecutive >= b.settings.FailureThreshold
+	}
+	b.win.add(true)
+	return RateTrips(b.win.failures, b.win.n, b.settings.MinTicks, b.settings.FailureRate)
+}
+
+// tripReason is the reason of a transition to Open by the kind's rule.
+func (b *Breaker) tripReason() string {
+	if b.win != nil {
+		return reasonRate
+	}
+	return reasonThreshold
 }
 
 // Release gives back p without an outcome (the call was not made or its outcome does not count).
@@ -425,6 +566,9 @@ func (b *Breaker) Snapshot() Snapshot {
 		OpenedAt:            b.openedAt,
 		Settings:            b.settings,
 	}
+	if b.win != nil {
+		s.WindowTicks, s.WindowFailures = b.win.n, b.win.failures
+	}
 	b.unlock()
 	return s
 }
@@ -442,6 +586,9 @@ func (b *Breaker) Reset() {
 		b.consecutive = 0
 		b.probes = b.probes[:0]
 		b.probeSuccesses = 0
+		if b.win != nil {
+			b.win.clear()
+		}
 		b.syncFastLocked()
 	}
 	b.unlock()
@@ -490,6 +637,9 @@ func (b *Breaker) transitionLocked(to State, reason string, now time.Time) {
 	b.probes = b.probes[:0]
 	b.probeSuccesses = 0
 	b.open.Store(0)
+	if b.win != nil {
+		b.win.clear() // a closed rate breaker starts from an empty window
+	}
 	switch to {
 	case Open:
 		b.openedAt = now
@@ -577,7 +727,7 @@ func (r *Registry) GetOrCreate(s Settings) (*Breaker, error) {
 	if !ok {
 		return b, nil
 	}
-	if diff := diffSettings(b.settings, s.WithDefaults()); diff != "" {
+	if diff := Diff(b.settings, s.WithDefaults()); diff != "" {
 		return b, fmt.Errorf("breaker %q: %w: %s", s.Name, ErrConflict, diff)
 	}
 	return b, nil
@@ -607,7 +757,7 @@ func (r *Registry) Prepare(s Settings) (b *Breaker, fresh bool) {
 	r.mu.Lock()
 	b, ok := r.breakers[s.Name]
 	r.mu.Unlock()
-	if ok && diffSettings(b.settings, s.WithDefaults()) == "" {
+	if ok && Diff(b.settings, s.WithDefaults()) == "" {
 		return b, false
 	}
 	return New(s, r.opts...), true
@@ -636,9 +786,10 @@ func (r *Registry) List() []Snapshot {
 	return out
 }
 
-// diffSettings describes how want differs from have (both with defaults applied), using the
-// configuration's field names; it returns "" when they are equal.
-func diffSettings(have, want Settings) string {
+// Diff describes how want differs from have (both with defaults applied), using the
+// configuration's field names ("cooldown: registered 10s, requested 5s"); it returns ""
+// when they are equal. Names are not compared.
+func Diff(have, want Settings) string {
 	var parts []string
 	add := func(field string, h, w any) {
 		parts = append(parts, fmt.Sprintf("%s: registered %v, requested %v", field, h, w))
@@ -657,6 +808,18 @@ func diffSettings(have, want Settings) string {
 	}
 	if have.TripOn != want.TripOn {
 		add("trip_on", "["+have.TripOn.String()+"]", "["+want.TripOn.String()+"]")
+	}
+	if have.Kind != want.Kind {
+		add("kind", have.Kind, want.Kind)
+	}
+	if have.Window != want.Window {
+		add("window", have.Window, want.Window)
+	}
+	if have.MinTicks != want.MinTicks {
+		add("min_ticks", have.MinTicks, want.MinTicks)
+	}
+	if have.FailureRate != want.FailureRate {
+		add("failure_rate", have.FailureRate, want.FailureRate)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -250,6 +250,32 @@ func checkBreakerConfig(p string, b BreakerConfig, add func(string, string, ...a
 		add(p+".half_open_successes", "must be >= 1")
 	}
 	checkKinds(p+".trip_on", b.TripOn, add)
+	checkRateBreaker(p, b, add)
+}
+
+// checkRateBreaker checks the fields of a rate breaker, and that a consecutive one sets
+// none of them (they would be ignored).
+func checkRateBreaker(p string, b BreakerConfig, add func(string, string, ...any)) {
+	if b.Kind != breaker.Rate {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"window", b.Window != 0}, {"min_ticks", b.MinTicks != 0}, {"failure_rate", b.FailureRate != 0}} {
+			if f.set {
+				add(p+"."+f.name, "only for kind: rate")
+			}
+		}
+		return
+	}
+	if b.Window < 1 || b.Window > breaker.MaxWindow {
+		add(p+".window", "must be between 1 and %d", breaker.MaxWindow)
+	}
+	if b.MinTicks < 1 || (b.Window >= 1 && b.MinTicks > b.Window) {
+		add(p+".min_ticks", "must be between 1 and window (%d)", b.Window)
+	}
+	if !(b.FailureRate > 0 && b.FailureRate <= 1) {
+		add(p+".failure_rate", "must be > 0 and <= 1")
+	}
 }
 
 func sortedNames[V any](m map[string]V) []string {
@@ -269,7 +295,8 @@ func (b BackoffConfig) engine() retrybudget.Backoff {
 
 func (b BreakerConfig) engine(name string) breaker.Settings {
 	return breaker.Settings{Name: name, FailureThreshold: b.FailureThreshold, Cooldown: b.Cooldown,
-		HalfOpenProbes: b.HalfOpenProbes, HalfOpenSuccesses: b.HalfOpenSuccesses, TripOn: kindSet(b.TripOn)}
+		HalfOpenProbes: b.HalfOpenProbes, HalfOpenSuccesses: b.HalfOpenSuccesses, TripOn: kindSet(b.TripOn),
+		Kind: b.Kind, Window: b.Window, MinTicks: b.MinTicks, FailureRate: b.FailureRate}
 }
 
 // Engine converts c into the engine's configuration and module registrations, building
@@ -306,6 +333,7 @@ func (c *Config) Engine(opts ...BuildOption) (cycle.Config, []cycle.Registration
 			ec.Breakers[name] = b.engine(name)
 		}
 	}
+	ec.Bulkheads, ec.RetryBudgets = c.resilienceEngine()
 	var ps tiers.Problems
 	regs := make([]cycle.Registration, 0, len(c.Modules))
 	for i, m := range c.Modules {
@@ -320,7 +348,8 @@ func (c *Config) Engine(opts ...BuildOption) (cycle.Config, []cycle.Registration
 func (m ModuleConfig) Spec() tiers.ModuleSpec {
 	return tiers.ModuleSpec{Name: m.Name, Tier: m.Tier, DependsOn: m.DependsOn, Reads: m.Reads, Writes: m.Writes,
 		TTL: m.TTL.TTL, Policy: m.Policy, Breaker: m.Breaker, OnOpen: m.OnOpen, Idempotent: m.Idempotent,
-		MaxAttempts: m.MaxAttempts, Every: m.Every, Emergency: m.Emergency, Priority: m.Priority}
+		MaxAttempts: m.MaxAttempts, Every: m.Every, Emergency: m.Emergency, Priority: m.Priority,
+		Bulkhead: m.Bulkhead, OnReject: m.OnReject, RetryBudget: m.RetryBudget}
 }
 
 // unbuildable stands in for a module that could not be built; validation refuses the

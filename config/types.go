@@ -42,6 +42,13 @@ type Config struct {
 	// Recorder configures the flight recorder. Changing it needs a restart.
 	Recorder RecorderConfig `yaml:"recorder"`
 
+	// Issue 37, resilience additions.
+
+	// Bulkheads are the named bulkheads modules may name (bulkhead: NAME).
+	Bulkheads map[string]BulkheadConfig `yaml:"bulkheads"`
+	// RetryBudget holds the retry-amplification budgets, per tier and per downstream.
+	RetryBudget RetryBudgetConfig `yaml:"retry_budget"`
+
 	// source names where the configuration came from.
 	source string
 	// tokenFromFile: AdminToken was read from AdminTokenFile.
@@ -132,6 +139,17 @@ type BreakerConfig struct {
 	// TripOn lists the fault kinds that count. Default: every fault kind for a module's own
 	// breaker, [transient, downstream] for a named one.
 	TripOn []fault.Kind `yaml:"trip_on"`
+	// Kind is consecutive (default: failure_threshold consecutive failed ticks open it) or
+	// rate (the share of failed ticks over a window opens it).
+	Kind breaker.Kind `yaml:"kind"`
+	// Window (rate) is the number of most recent counted ticks the rate is taken over
+	// (default 20).
+	Window int `yaml:"window"`
+	// MinTicks (rate) is the number of counted ticks needed before the rate can open it
+	// (default: window).
+	MinTicks int `yaml:"min_ticks"`
+	// FailureRate (rate) is the share of failed ticks, in (0, 1], that opens it (default 0.5).
+	FailureRate float64 `yaml:"failure_rate"`
 }
 
 // The module kinds.
@@ -178,6 +196,16 @@ type ModuleConfig struct {
 	Builtin *modules.Settings `yaml:"builtin"`
 	// HTTP configures an http module.
 	HTTP *HTTPModuleConfig `yaml:"http"`
+
+	// Issue 37, resilience additions.
+
+	// Bulkhead names a bulkhead (bulkheads.NAME) every run takes a permit of.
+	Bulkhead string `yaml:"bulkhead"`
+	// OnReject is bypass (default) or fail: what a refusal by the bulkhead means.
+	OnReject tiers.OnOpen `yaml:"on_reject"`
+	// RetryBudget names a downstream's retry budget (retry_budget.downstreams.NAME) the
+	// module's retries count against instead of its tier's.
+	RetryBudget string `yaml:"retry_budget"`
 }
 
 // HTTPModuleConfig configures a remote module (kind http; see modules.HTTP for the
@@ -490,5 +518,19 @@ func resolveBreaker(b *BreakerConfig, p string, def breaker.Settings, trip fault
 	}
 	if !has(p + ".trip_on") {
 		b.TripOn = trip.Kinds()
+	}
+	if b.Kind == breaker.Rate {
+		// The rate kind's defaults, for the fields the file omitted only: a value given
+		// out of bounds is reported, not replaced.
+		r := breaker.Settings{Kind: breaker.Rate, Window: b.Window}.WithDefaults()
+		if !has(p + ".window") {
+			b.Window = r.Window
+		}
+		if !has(p + ".min_ticks") {
+			b.MinTicks = b.Window
+		}
+		if !has(p + ".failure_rate") {
+			b.FailureRate = r.FailureRate
+		}
 	}
 }

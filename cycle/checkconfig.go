@@ -35,6 +35,7 @@ func CheckConfig(cfg Config, plan *tiers.Plan) check.Config {
 	for _, pm := range plan.Modules {
 		out.Modules = append(out.Modules, checkModule(pm, ts, c, out.Breakers))
 	}
+	addResilienceChecks(&out, c, ts, plan)
 	out.Emergency.Latch = c.Emergency.Latch
 	out.Emergency.RecoverAfter = c.Emergency.RecoverAfter
 	if cfg.Emergency.SkipTiers == nil {

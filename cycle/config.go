@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/bulkhead"
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/tiers"
 )
@@ -105,6 +106,14 @@ type Config struct {
 	// Breakers are the named shared breakers. For each, an empty TripOn means
 	// {transient, downstream}.
 	Breakers map[string]breaker.Settings
+
+	// Issue 37, resilience additions.
+
+	// Bulkheads are the named bulkheads modules may take permits of (Name is set from
+	// the key).
+	Bulkheads map[string]bulkhead.Settings
+	// RetryBudgets are the retry-amplification budgets, per tier and per named downstream.
+	RetryBudgets RetryBudgets
 }
 
 func (c Config) withDefaults() Config {
@@ -201,6 +210,7 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 	plan, tps := tiers.Validate(tc)
 	ps = append(ps, tps...)
 	ps = append(ps, unreachableEmergencyOnly(cfg, c.Tiers, mods)...)
+	ps = append(ps, validateResilience(cfg, c.Tiers, mods)...)
 	if len(ps.Errors()) > 0 {
 		return nil, ps
 	}

@@ -65,6 +65,10 @@ type Hooks struct {
 	OnAbandon func(module string, tick uint64)
 	// OnApply is called at the tick boundary where a configuration change takes effect.
 	OnApply func(version uint64)
+	// OnBreakerConfig is called when a breaker's settings change hands: a reload replaced
+	// it (at the tick boundary where it applies), or a runtime registration with other
+	// settings was ignored (see Engine.RegisterBreaker).
+	OnBreakerConfig func(BreakerConfigEvent)
 }
 
 // Option configures an Engine.
@@ -128,6 +132,7 @@ type state struct {
 	// What installing st at a tick boundary still changes in the engine's shared stores, as
 	// prepared off the tick path (Engine.prepare); nil once st is installed.
 	carry *carry
+	resil *resilience // bulkheads and retry budgets (issue 37); nil: none configured
 
 	// The keys as listed in degraded_keys when nothing (2i) or an expired value (2i+1)
 	// is served for line i, made on first need by whoever settles a tier (one at a time):
@@ -193,6 +198,7 @@ type modRT struct {
 	tierPos int32 // index of the module in its tier
 	bslot   *blackboard.Slot
 	lslot   *lastgood.Slot
+	res     *rtExtra      // its bulkhead and retry budget; nil: neither (the common case)
 	policy  decide.Policy // what the verdict on its outcome looks at
 }
 
@@ -237,6 +243,9 @@ type Engine struct {
 	desired *state // guarded by cfgMu; the state the next tick boundary applies
 	version uint64 // guarded by cfgMu
 	lastReg uint64 // the last registration identity given; guarded by cfgMu
+	// rtBreakers are the named breakers registered at runtime (RegisterBreaker), kept
+	// across reloads that do not declare them; guarded by cfgMu.
+	rtBreakers map[string]breaker.Settings
 
 	pending atomic.Pointer[state] // desired, for the tick boundary, which reads it without cfgMu
 
@@ -405,9 +414,12 @@ func (e *Engine) Reload(cfg Config, mods []Registration) error {
 			all = append(all, r)
 		}
 	}
-	st, err := e.buildState(cfg, all)
+	st, err := e.buildState(e.withRuntimeBreakers(cfg), all)
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
+	}
+	for name := range cfg.Breakers {
+		delete(e.rtBreakers, name) // declared now: a later reload without it drops it
 	}
 	e.publish(st)
 	return nil
@@ -508,7 +520,7 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 		reg := st.regs[pm.Spec.Name]
 		rt := &modRT{id: reg.id, name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
 			policy: decide.Policy{Policy: pm.Policy,
-				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency}}
+				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency, OnReject: pm.Spec.OnReject}}
 		if pm.Spec.Breaker == "" {
 			s := st.cfg.Tiers[pm.TierIndex].Breaker
 			s.Name = pm.Spec.Name
@@ -545,6 +557,10 @@ func (e *Engine) prepareBreakers(st, base *state, want map[string]breaker.Settin
 		st.brs[name] = b
 		if fresh {
 			st.carry.breakers = append(st.carry.breakers, b)
+			if old := base.brs[name]; old != nil { // the operator changed its settings
+				st.carry.replaced = append(st.carry.replaced, BreakerConfigEvent{Name: name, Replaced: true,
+					Diff: breaker.Diff(old.Settings(), s.WithDefaults()), Version: st.version})
+			}
 		}
 	}
 	for name := range base.brs {

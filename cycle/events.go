@@ -17,6 +17,12 @@ const (
 	evApply                          // a configuration applied at a tick boundary
 )
 
+// The events of the resilience additions (issue 37), in their own block so that other
+// additions to the list above merge cleanly; their values lie apart from it.
+const (
+	evBreakerConfig eventKind = 64 + iota // a named breaker replaced by a reload, or a conflicting registration ignored
+)
+
 // event is one thing the engine tells its observers. The engine publishes each event once
 // (Engine.emit), and every subscriber receives it in the order they were added: the hub
 // (the stream's subscribers) first, then the hooks. A subscriber runs on the goroutine
@@ -31,6 +37,7 @@ type event struct {
 	emergency faultsummary.EmergencyEvent
 	module    string // evAbandon
 	version   uint64 // evApply
+	brConfig  *BreakerConfigEvent
 }
 
 // subscriber receives the engine's events (by value: publishing allocates nothing).
@@ -88,6 +95,10 @@ func hooksSubscriber(h Hooks) subscriber {
 		case evApply:
 			if h.OnApply != nil {
 				h.OnApply(ev.version)
+			}
+		case evBreakerConfig:
+			if h.OnBreakerConfig != nil {
+				h.OnBreakerConfig(*ev.brConfig)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/bulkhead"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
@@ -35,11 +36,13 @@ import (
 // Input layout (missing bytes read as zero; see decodeSchedule):
 //
 //	[0] flags: bit 0 latch, bits 1–2 recover_after−1, bit 3 skip_tiers = [knowledge] only,
-//	    bit 4 jitter on
+//	    bit 4 jitter on, bit 5 a retry budget on the knowledge tier and a bulkhead wait,
+//	    bit 6 the shared breaker is a rate breaker
 //	[1] modules: bit 0 → 1–2 safety modules, bits 1–2 → 0–3 knowledge, bits 3–4 → 0–3 planning
 //	[2] emergency reset before tick (b % 32, 0 = none); [3] breaker reset before tick
 //	    (b % 32, 0 = none); [4] which breaker
-//	then 2 bytes per module (spec), then per tick: 1 gap byte and 1 behaviour byte per module.
+//	then 2 bytes per module (spec: in the second, bit 4 names the bulkhead, bit 5 sets
+//	on_reject fail, bit 6 names the downstream retry budget), then per tick: 1 gap byte and 1 behaviour byte per module.
 //
 // To explore past a known engine bug, CYCLED_FUZZ_IGNORE=rule,rule lists rules whose
 // violations are logged instead of failing (never set it in CI); CYCLED_FUZZ_TRACE=1 logs
@@ -79,6 +82,8 @@ type modPlan struct {
 	onOpen    tiers.OnOpen
 	ttl       lastgood.TTL
 	attempts  int
+	// Issue 37: the bulkhead, its on_reject, and the downstream retry budget.
+	bulkhead, rejectFail, budget bool
 }
 
 type schedule struct {
@@ -86,6 +91,8 @@ type schedule struct {
 	recoverAfter int
 	skipOnlyK    bool
 	jitter       bool
+	resil        bool // a tier retry budget and a bulkhead wait (issue 37)
+	rateBreaker  bool // the shared breaker is a rate breaker (issue 37)
 	emReset      int
 	brReset      int
 	brResetWhich int
@@ -121,6 +128,7 @@ func decodeSchedule(data []byte) schedule {
 	s.recoverAfter = int(fl>>1&3) + 1
 	s.skipOnlyK = fl&8 != 0
 	s.jitter = fl&16 != 0
+	s.resil, s.rateBreaker = fl&32 != 0, fl&64 != 0
 	n := r.next()
 	counts := [3]int{1 + int(n&1), int(n >> 1 & 3), int(n >> 3 & 3)}
 	s.emReset = int(r.next() % 32)
@@ -135,6 +143,7 @@ func decodeSchedule(data []byte) schedule {
 			if a&64 != 0 {
 				m.onOpen = tiers.Fail
 			}
+			m.bulkhead, m.rejectFail, m.budget = b&16 != 0, b&32 != 0, b&64 != 0
 			s.mods = append(s.mods, m)
 		}
 	}
@@ -252,6 +261,7 @@ func runSchedule(t *testing.T, sch schedule) {
 	if sch.skipOnlyK {
 		cfg.Emergency.SkipTiers = []string{"knowledge"}
 	}
+	fuzzResilience(&cfg, &sch)
 	var overlap atomic.Int32
 	var regs []cycle.Registration
 	for i, mp := range sch.mods {
@@ -259,6 +269,15 @@ func runSchedule(t *testing.T, sch schedule) {
 			Emergency: mp.emergency, OnOpen: mp.onOpen, TTL: mp.ttl, MaxAttempts: mp.attempts}
 		if mp.shared {
 			spec.Breaker = "ext"
+		}
+		if mp.bulkhead {
+			spec.Bulkhead = "db"
+		}
+		if mp.rejectFail {
+			spec.OnReject = tiers.Fail
+		}
+		if mp.budget {
+			spec.RetryBudget = "llm"
 		}
 		regs = append(regs, cycle.Registration{Spec: spec,
 			Module: &fuzzModule{sch: &sch, idx: i, budget: ts[mp.tier].Budget, overlap: &overlap}})
@@ -334,11 +353,11 @@ func runSchedule(t *testing.T, sch schedule) {
 
 func describe(sch *schedule) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "latch %v recover_after %d skip_only_knowledge %v jitter %v em_reset %d br_reset %d/%d\n",
-		sch.latch, sch.recoverAfter, sch.skipOnlyK, sch.jitter, sch.emReset, sch.brReset, sch.brResetWhich)
+	fmt.Fprintf(&b, "latch %v recover_after %d skip_only_knowledge %v jitter %v em_reset %d br_reset %d/%d resil %v rate %v\n",
+		sch.latch, sch.recoverAfter, sch.skipOnlyK, sch.jitter, sch.emReset, sch.brReset, sch.brResetWhich, sch.resil, sch.rateBreaker)
 	for _, m := range sch.mods {
-		fmt.Fprintf(&b, "  %s tier %d policy %q every %d emergency %v shared %v on_open %s ttl %+v attempts %d\n",
-			m.name, m.tier, m.policy, m.every, m.emergency, m.shared, m.onOpen, m.ttl, m.attempts)
+		fmt.Fprintf(&b, "  %s tier %d policy %q every %d emergency %v shared %v on_open %s ttl %+v attempts %d bulkhead %v reject_fail %v budget %v\n",
+			m.name, m.tier, m.policy, m.every, m.emergency, m.shared, m.onOpen, m.ttl, m.attempts, m.bulkhead, m.rejectFail, m.budget)
 	}
 	for k := range fuzzTicks {
 		fmt.Fprintf(&b, "  tick %2d gap %-6s", k+1, sch.gaps[k])
@@ -354,9 +373,9 @@ func describe(sch *schedule) string {
 func brief(s *faultsummary.Summary) string {
 	var b strings.Builder
 	em, _ := json.Marshal(s.Emergency)
-	fmt.Fprintf(&b, "  tick %d %s %s emergency %s started %s wall %vms retry %v open %v half %v degraded %q budget %v\n",
+	fmt.Fprintf(&b, "  tick %d %s %s emergency %s started %s wall %vms retry %v open %v half %v degraded %q budget %v retry_budget_exhausted %v\n",
 		s.TickID, s.Finish, s.OverallSeverity, em, s.StartedAt.Format("15:04:05.000000"), s.WallMs, s.RetryCounts,
-		s.OpenCircuits, s.HalfOpenCircuits, s.DegradedKeys, s.BudgetViolations)
+		s.OpenCircuits, s.HalfOpenCircuits, s.DegradedKeys, s.BudgetViolations, s.RetryBudgetExhausted)
 	for _, t := range s.Tiers {
 		fmt.Fprintf(&b, "  tier %s %s %vms exhausted %v\n", t.Name, t.Status, t.ElapsedMs, t.BudgetExhausted)
 	}
@@ -366,4 +385,21 @@ func brief(s *faultsummary.Summary) string {
 			m.Served.Source, m.Served.Stale, m.Served.Expired, m.Served.AgeMs)
 	}
 	return b.String()
+}
+
+// fuzzResilience adds the bulkhead "db" (one permit), the downstream retry budget "llm"
+// (a time window), and with the schedule's flags a retry budget on the knowledge tier, a
+// bulkhead wait, and a rate kind for the shared breaker (issue 37).
+func fuzzResilience(cfg *cycle.Config, sch *schedule) {
+	cfg.Bulkheads = map[string]bulkhead.Settings{"db": {MaxInFlight: 1}}
+	cfg.RetryBudgets.Downstreams = map[string]retrybudget.RatioSettings{
+		"llm": {Ratio: 0.2, WindowTime: 500 * time.Millisecond, MinPerTick: 1}}
+	if sch.resil {
+		cfg.Bulkheads["db"] = bulkhead.Settings{MaxInFlight: 1, Wait: 20 * time.Millisecond}
+		cfg.RetryBudgets.Tiers = map[string]retrybudget.RatioSettings{"knowledge": {Ratio: 0.5, Window: 3}}
+	}
+	if sch.rateBreaker {
+		cfg.Breakers["ext"] = breaker.Settings{Kind: breaker.Rate, Window: 4, MinTicks: 2, FailureRate: 0.5,
+			Cooldown: 500 * time.Millisecond, HalfOpenProbes: 2, HalfOpenSuccesses: 2}
+	}
 }

@@ -11,12 +11,14 @@ import "github.com/cycled/cycled/breaker"
 // took over is pointed at it by the module's first run under st (tierRun.process), not
 // here: a boundary that touched every worker would cost a cache miss per module.
 type carry struct {
-	base         *state             // the state st was prepared against
-	breakers     []*breaker.Breaker // made for st (new names, or changed settings), to register
-	dropBreakers []string           // base's breakers st does not want
-	ttls         []*modRT           // runtimes whose key's TTL is new or changed
-	stopped      []*worker          // base's workers no runtime of st took over
-	dropKeys     []string           // keys of base's that no module of st writes
+	base         *state               // the state st was prepared against
+	breakers     []*breaker.Breaker   // made for st (new names, or changed settings), to register
+	dropBreakers []string             // base's breakers st does not want
+	ttls         []*modRT             // runtimes whose key's TTL is new or changed
+	stopped      []*worker            // base's workers no runtime of st took over
+	dropKeys     []string             // keys of base's that no module of st writes
+	replaced     []BreakerConfigEvent // named breakers made anew because their settings changed
+	bulkheads    []bulkheadUpdate     // base's bulkheads st keeps with new settings
 }
 
 // prepare derives from st's plan everything its ticks need (runtimes, breakers, slots,
@@ -35,6 +37,7 @@ func (e *Engine) prepare(st, base *state) {
 	st.carry = &carry{base: base}
 	e.prepareBreakers(st, base, want, order)
 	e.placeRuntimes(st, base)
+	e.prepareResilience(st, base)
 	keys := make(map[string]bool, len(st.lines))
 	for _, rt := range st.lines {
 		keys[rt.key] = true
@@ -57,6 +60,12 @@ func (e *Engine) install(st *state) {
 	}
 	for _, name := range c.dropBreakers {
 		e.removeBreaker(name)
+	}
+	for i := range c.replaced {
+		e.emit(event{kind: evBreakerConfig, brConfig: &c.replaced[i]})
+	}
+	for _, u := range c.bulkheads {
+		u.b.Update(u.s)
 	}
 	e.lg.SetDefaultTTL(st.cfg.DefaultTTL) // a reload may change it (lastgood.default_ttl)
 	for _, rt := range c.ttls {

@@ -52,6 +52,9 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	e.curTick.Store(id)
 	start := e.clock.Now()
 	e.board.Begin(id, start)
+	if r := st.resil; r != nil {
+		r.begin(start)
+	}
 	transitionsBefore := e.circ.ver.Load()
 	if e.resetReq.Swap(false) {
 		e.em = e.em.Reset()
@@ -70,6 +73,9 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	em := s.Emergency
 	e.emView.Store(&em)
 	e.circuits(st, s, tl, transitionsBefore)
+	if r := st.resil; r != nil {
+		s.RetryBudgetExhausted = r.exhausted()
+	}
 	s.Normalize()
 	s.OverallSeverity = s.ComputeSeverity()
 	e.lastExtras, e.lastDegraded = len(tl.ex), len(s.DegradedKeys)

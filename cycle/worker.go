@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/bulkhead"
 	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/fault"
@@ -537,6 +538,7 @@ type worker struct {
 
 	// Owned by whoever runs the module (one at a time, see busyBit).
 	permit    breaker.Permit
+	held      *bulkhead.Bulkhead // the bulkhead whose permit the run holds; nil: none
 	res       result
 	in        tiers.Input // inside the worker: one object (one cache miss) less per run
 	m         tiers.Module
@@ -679,6 +681,9 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		if ln.refusal = decide.AdmitBreaker(p.Allowed()); ln.refusal != decide.NotRefused {
 			break
 		}
+		if x := rt.res; x != nil && tr.admitExtra(w, x, ln, rt.br, p) {
+			break
+		}
 		w.permit, w.runTick, w.runDeadline = p, tr.tick, tr.deadline.UnixNano()
 		w.phase.Store(phase(tr.tick, phRunning) | busyBit) // not busy before: the bit is ours
 		if w.mod.Load() != rt {
@@ -690,6 +695,7 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		}
 		if !w.dispatch(tr) {
 			rt.br.Release(p) // the Done store below clears the busy bit
+			w.endRun()
 			ln.refusal = decide.Stopped
 			break
 		}
@@ -787,7 +793,11 @@ func (r *result) succeeded() {
 
 // budget is the retry budget of rt's run in tr.
 func (tr *tierRun) budget(rt *modRT) retrybudget.Budget {
-	return retrybudget.Budget{MaxAttempts: rt.planned.Attempts, Backoff: tr.backoff, Retryable: tr.retry}
+	b := retrybudget.Budget{MaxAttempts: rt.planned.Attempts, Backoff: tr.backoff, Retryable: tr.retry}
+	if x := rt.res; x != nil && x.rb != nil {
+		b.Gate = x.rb
+	}
+	return b
 }
 
 // swapPhase replaces the phase word old by f(old), for the writes that must keep what
@@ -802,8 +812,12 @@ func (w *worker) swapPhase(f func(old uint64) uint64) {
 }
 
 // clearBusy clears the busy bit of an abandoned run that returned, whatever the tick and
-// state the word has moved on to.
-func (w *worker) clearBusy() { w.swapPhase(func(old uint64) uint64 { return old &^ busyBit }) }
+// state the word has moved on to, once the run's bulkhead permit is given back (the next
+// admission, which may come as soon as the bit is clear, finds it free).
+func (w *worker) clearBusy() {
+	w.endRun()
+	w.swapPhase(func(old uint64) uint64 { return old &^ busyBit })
+}
 
 // busy reports whether a run of the module is in flight.
 func (w *worker) busy() bool { return phaseBusy(w.phase.Load()) != 0 }
@@ -812,6 +826,7 @@ func (w *worker) busy() bool { return phaseBusy(w.phase.Load()) != 0 }
 // and commits it if the verdict is a success: breaker, last-known-good, blackboard. Any
 // other verdict is left to whoever settles the tier.
 func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) {
+	w.endRun() // while Committing: the next admission waits for Done, and finds the permit free
 	r := &w.res
 	ln := &tr.l.recs[rt.idx]
 	ln.attempts = int32(r.res.Attempts)
@@ -819,6 +834,8 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 	if r.res.BudgetExhausted {
 		tr.budgetExhausted.Store(true)
 	}
+	// A retry refused by a retry-amplification budget (RetryRefused) ends the run with its
+	// last fault, judged as any other; the budget itself tells the summary (exhausted).
 	if w.permit.Kind() == breaker.Probe {
 		ln.flags |= lineProbe
 	}
@@ -860,6 +877,9 @@ func (w *worker) attempt(ctx context.Context, n int) (err error) {
 		}
 	}()
 	w.in.SetAttempt(n)
+	if x := w.inFor.res; n == 1 && x != nil && x.rb != nil { // inFor is the runtime being run
+		x.rb.First()
+	}
 	if w.attempts.Load() != int32(n) {
 		w.attempts.Store(int32(n)) // most runs are a first attempt after a first attempt: no store
 	}

@@ -81,6 +81,11 @@ const (
 	StatusNotDue      Status = "not_due"      // multi-rate module not due this tick
 )
 
+// The statuses of the resilience additions (issue 37).
+const (
+	StatusRejected Status = "rejected" // refused by its bulkhead: not run
+)
+
 // Produced reports whether the status means the module produced a value this tick.
 func (s Status) Produced() bool { return s == StatusOK || s == StatusRetried || s == StatusProbeOK }
 
@@ -101,6 +106,8 @@ func (s Status) Valid() bool {
 	switch s {
 	case StatusOK, StatusRetried, StatusFailed, StatusTimedOut, StatusBusy, StatusOpen, StatusProbeOK,
 		StatusProbeFailed, StatusSkipped, StatusNotDue:
+		return true
+	case StatusRejected: // issue 37, resilience additions
 		return true
 	}
 	return false
@@ -222,6 +229,12 @@ type Summary struct {
 	Generation uint64 `json:"generation,omitempty"`
 	// Recorder is the flight recorder's report, when one records the ticks.
 	Recorder *RecorderStatus `json:"recorder,omitempty"`
+
+	// Issue 37, resilience additions.
+
+	// RetryBudgetExhausted names the retry-amplification budgets (a tier's, by the tier's
+	// name, or a named downstream's) that refused a retry in this tick.
+	RetryBudgetExhausted []string `json:"retry_budget_exhausted,omitempty"`
 
 	lines  []Module // the whole module lines (SetModules, decoding, or materialised from src)
 	src    Lines    // the lines in a producer's compact form (SetLines); nil: lines holds them

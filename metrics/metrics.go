@@ -28,6 +28,14 @@
 //	last_good_served_total{key}                  counter (ticks a key was served stale)
 //	last_good_expired_total{key}                 counter (ticks a key had outlived its TTL)
 //	stream_subscribers                           gauge (scrape time)
+//	bulkhead_in_flight{bulkhead}                 gauge (scrape time; issue 37)
+//	bulkhead_waiting{bulkhead}                   gauge (scrape time)
+//	bulkhead_admitted_total{bulkhead}            counter (scrape time)
+//	bulkhead_rejections_total{bulkhead}          counter (scrape time)
+//	retry_budget_first_attempts_total{budget}    counter (scrape time)
+//	retry_budget_retries_total{budget}           counter (scrape time)
+//	retry_budget_refused_total{budget}           counter (scrape time)
+//	retry_budget_exhausted_total{budget}         counter (ticks listing it in retry_budget_exhausted)
 //
 // Label values are bounded by the configuration (module, tier, breaker and key names).
 // Series of a module removed at runtime stay until the process restarts.
@@ -84,6 +92,7 @@ type Collectors struct {
 
 	lastGoodServed  *prometheus.CounterVec
 	lastGoodExpired *prometheus.CounterVec
+	retryExhausted  *prometheus.CounterVec // issue 37
 
 	linesMu sync.Mutex
 	lines   []lineCounters      // guarded by linesMu; by position in the summaries' lines
@@ -135,9 +144,12 @@ func New(reg *prometheus.Registry) *Collectors {
 	c.lastGoodExpired = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "last_good_expired_total",
 		Help: "Ticks in which a key's last-known-good value had expired and nothing was served, by key."}, []string{"key"})
 
+	c.retryExhausted = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "retry_budget_exhausted_total",
+		Help: "Ticks in which the retry budget refused a retry."}, []string{"budget"})
 	reg.MustRegister(c.ticks, c.tickDuration, c.startLag, c.overruns, c.skippedPoints, c.lastTick,
 		c.tierDuration, c.tierExhausted, c.moduleRuns, c.moduleAttempts, c.abandoned, c.breakerTransitions,
-		c.emergencyActive, c.emergencyEntries, c.lastGoodServed, c.lastGoodExpired, engineCollector{c})
+		c.emergencyActive, c.emergencyEntries, c.lastGoodServed, c.lastGoodExpired, engineCollector{c},
+		resilienceCollector{c}, c.retryExhausted)
 	for _, col := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -200,6 +212,9 @@ func (c *Collectors) observeTick(s *faultsummary.Summary) {
 		}
 	}
 	c.observeLines(s)
+	for _, name := range s.RetryBudgetExhausted {
+		c.retryExhausted.WithLabelValues(name).Inc()
+	}
 }
 
 // observeLines counts the module lines of s. It reads them one at a time into one Module

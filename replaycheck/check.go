@@ -131,6 +131,16 @@ func bound(to uint64) uint64 {
 	return to + 1
 }
 
+// onRejectOf returns the on_reject of module line m as the line shows it: fail when it was
+// rejected with the on_reject: fail error (the recorder keeps no on_reject; a line not
+// rejected does not depend on it).
+func onRejectOf(m *faultsummary.Module) tiers.OnOpen {
+	if m.Status == faultsummary.StatusRejected && m.Error == decide.CauseRejectFail.Err().Error() {
+		return tiers.Fail
+	}
+	return tiers.Bypass
+}
+
 // InferPolicy is the PolicyFunc used for a module whose policy the database does not
 // record (one written before the recorder kept the rules): it is read from the tick: a module whose tier failed while it failed is
 // fail_fast, the module a short-circuited tick names is abort, any other is degrade; an
@@ -140,6 +150,7 @@ func InferPolicy(s *faultsummary.Summary, m *faultsummary.Module) decide.Policy 
 	if m.Status == faultsummary.StatusOpen && m.Error == decide.CauseOpenFail.Err().Error() {
 		p.OnOpen = tiers.Fail
 	}
+	p.OnReject = onRejectOf(m)
 	for _, t := range s.Tiers {
 		if t.Reason == "short-circuited by "+m.Name {
 			p.Policy = tiers.Abort

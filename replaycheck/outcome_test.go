@@ -36,6 +36,9 @@ func TestOutcomeOfRoundTrip(t *testing.T) {
 		{"not due", decide.Outcome{Refusal: decide.NotDueTick}, decide.Policy{Policy: tiers.Degrade}, false},
 		{"emergency-only", decide.Outcome{Refusal: decide.EmergencyOnly}, decide.Policy{Policy: tiers.Degrade}, false},
 		{"tier skipped", decide.Outcome{Refusal: decide.TierSkipped}, decide.Policy{Policy: tiers.Degrade}, true},
+		// Issue 37: a bulkhead's rejection, bypassed or failing.
+		{"rejected", decide.Outcome{Refusal: decide.BulkheadFull}, decide.Policy{Policy: tiers.Degrade}, false},
+		{"rejected, on_reject fail", decide.Outcome{Refusal: decide.BulkheadFull}, decide.Policy{Policy: tiers.FailFast, OnReject: tiers.Fail}, false},
 	} {
 		want := decide.Judge(c.o, c.p)
 		m := faultsummary.Module{Status: want.Status.Public(), Attempts: c.o.Attempts, FaultKind: want.Kind.String()}
@@ -49,6 +52,9 @@ func TestOutcomeOfRoundTrip(t *testing.T) {
 		}
 		if got := decide.Judge(OutcomeOf(&m, c.tierSkipped), c.p); got != want {
 			t.Errorf("%s: line %+v\n got %+v\nwant %+v", c.name, m, got, want)
+		}
+		if m.Status == faultsummary.StatusRejected && onRejectOf(&m) != c.p.OnReject {
+			t.Errorf("%s: on_reject read back as %s, want %s", c.name, onRejectOf(&m), c.p.OnReject)
 		}
 	}
 }

@@ -59,7 +59,7 @@ func (c *Checker) policyOf(s *faultsummary.Summary, m *faultsummary.Module) deci
 	}
 	if c.rules != nil {
 		if mr, ok := c.rules.Modules[m.Name]; ok {
-			return decide.Policy{Policy: mr.Policy, OnOpen: mr.OnOpen, Safety: m.TierIndex == 0}
+			return decide.Policy{Policy: mr.Policy, OnOpen: mr.OnOpen, Safety: m.TierIndex == 0, OnReject: onRejectOf(m)}
 		}
 	}
 	return InferPolicy(s, m)

@@ -177,6 +177,8 @@ func OutcomeOf(m *faultsummary.Module, tierSkipped bool) decide.Outcome {
 		return decide.Outcome{Refusal: decide.StillBusy}
 	case faultsummary.StatusOpen:
 		return decide.Outcome{Refusal: decide.BreakerOpen}
+	case faultsummary.StatusRejected:
+		return decide.Outcome{Refusal: decide.BulkheadFull}
 	case faultsummary.StatusSkipped:
 		if tierSkipped {
 			return decide.Outcome{Refusal: decide.TierSkipped}

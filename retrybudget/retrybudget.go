@@ -44,6 +44,16 @@ type Budget struct {
 	Backoff Backoff
 	// Retryable is the set of kinds that are retried. The empty set means {transient}.
 	Retryable fault.Set
+	// Gate, if set, is asked before every retry that the rules above allow, once the
+	// backoff is known to fit in the time left and before it is waited: a refusal ends the
+	// run with the last attempt's fault (RetryRefused). A retry-amplification budget
+	// (the engine's per tier or per downstream) is one.
+	Gate RetryGate
+}
+
+// RetryGate allows or refuses retries; an allowed retry is counted by the gate.
+type RetryGate interface {
+	TryRetry() bool
 }
 
 // Result is the outcome of one Run.
@@ -59,6 +69,8 @@ type Result struct {
 	BudgetExhausted bool
 	// AttemptsExhausted reports that a retryable failure had no attempt left.
 	AttemptsExhausted bool
+	// RetryRefused reports that the Budget's Gate refused a retry.
+	RetryRefused bool
 }
 
 // Option configures a Runner.
@@ -204,6 +216,10 @@ func (r *Runner) retry(ctx context.Context, deadline time.Time, hasDeadline bool
 		if hasDeadline && d >= deadline.Sub(c.Now()) {
 			// The backoff, clamped to the time left, would leave no time for another attempt.
 			res.BudgetExhausted = true
+			return res
+		}
+		if b.Gate != nil && !b.Gate.TryRetry() {
+			res.RetryRefused = true
 			return res
 		}
 		if clock.Sleep(ctx, c, d) != nil || ctx.Err() != nil {

@@ -186,6 +186,18 @@ type ModuleSpec struct {
 	Emergency bool `json:"emergency,omitempty"`
 	// Priority orders modules within a tier in the summary and at dispatch (higher first).
 	Priority int `json:"priority,omitempty"`
+
+	// Issue 37, resilience additions.
+
+	// Bulkhead names a bulkhead (a named downstream's cap on calls in flight) every run of
+	// the module takes a permit of, from admission until it returns.
+	Bulkhead string `json:"bulkhead,omitempty"`
+	// OnReject says what happens when the bulkhead refuses the call: bypass (serve
+	// last-known-good and continue) or fail (the module's failure for its error policy).
+	OnReject OnOpen `json:"on_reject,omitempty"`
+	// RetryBudget names a downstream's retry budget the module's retries count against
+	// instead of its tier's.
+	RetryBudget string `json:"retry_budget,omitempty"`
 }
 
 // Key returns the key the module writes.

@@ -452,6 +452,18 @@ func checkBreaker(p string, s breaker.Settings, add func(string, string, ...any)
 	if s.HalfOpenSuccesses < 0 {
 		add(p+".half_open_successes", "must be >= 1")
 	}
+	if s.Kind > breaker.Rate {
+		add(p+".kind", "unknown breaker kind %s", s.Kind)
+	}
+	if s.Window < 0 || s.Window > breaker.MaxWindow {
+		add(p+".window", "must be between 1 and %d", breaker.MaxWindow)
+	}
+	if s.MinTicks < 0 || (s.Window > 0 && s.MinTicks > s.Window) {
+		add(p+".min_ticks", "must be between 1 and window")
+	}
+	if s.FailureRate < 0 || s.FailureRate > 1 || s.FailureRate != s.FailureRate {
+		add(p+".failure_rate", "must be > 0 and <= 1")
+	}
 }
 
 // Upper bounds of per-tier and per-module settings: a larger value could never take

@@ -121,6 +121,17 @@ func (l *eventLog) Hooks() cycle.Hooks {
 		OnApply: func(version uint64) {
 			l.post(func() { l.log.Info("configuration applied at a tick boundary", zap.Uint64("version", version)) })
 		},
+		OnBreakerConfig: func(ev cycle.BreakerConfigEvent) {
+			l.post(func() {
+				if ev.Conflict {
+					l.log.Warn("breaker registered again with other settings: the first registration stays",
+						zap.String("breaker", ev.Name), zap.String("diff", ev.Diff))
+					return
+				}
+				l.log.Warn("breaker settings changed by a reload: replaced by a new, closed breaker",
+					zap.String("breaker", ev.Name), zap.String("diff", ev.Diff), zap.Uint64("version", ev.Version))
+			})
+		},
 		OnAbandon: func(module string, tick uint64) {
 			if l.log.Core().Enabled(zap.DebugLevel) {
 				l.post(func() {

@@ -382,6 +382,17 @@ func (s *soak) remoteBody(name, tier string, httpKind bool, r *rand.Rand) []byte
 			"builtin": map[string]any{"value": map[string]any{"remote": name}, "latency": "20us-300us",
 				"fail_rate": float64(r.IntN(4)) / 10}}
 	}
+	// Issue 37: a third of the remote modules share the remote bulkhead (some failing on a
+	// rejection), a third count their retries against the gpu budget.
+	switch r.IntN(3) {
+	case 0:
+		m["bulkhead"] = "remote"
+		if r.IntN(2) == 0 {
+			m["on_reject"] = "fail"
+		}
+	case 1:
+		m["retry_budget"] = "gpu"
+	}
 	b, _ := json.Marshal(m)
 	return b
 }

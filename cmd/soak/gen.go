@@ -61,8 +61,11 @@ func genModules() []module {
 		5: {"policy: fail_fast"}, 6: {"reads: [s_guard.result]"}, 9: {"every: 3"},
 	}, map[int]string{7: "fail_attempts: 1"})...) // k_07 is always retried once
 	gp := "breaker: gpu-pool"
+	// p_00 to p_02 share the gpu bulkhead (two permits) and the gpu retry budget; p_02
+	// fails when the bulkhead refuses it (issue 37).
+	gb := "bulkhead: gpu, retry_budget: gpu"
 	out = append(out, tierModules(2, "p", 1, map[int][]string{
-		0: {gp}, 1: {gp}, 2: {gp}, 3: {"reads: [k_00.result, k_01.result]"},
+		0: {gp, gb}, 1: {gp, gb}, 2: {gp, gb, "on_reject: fail"}, 3: {"reads: [k_00.result, k_01.result]"},
 		4: {"every: 2"}, 7: {"reads: [k_00.result, k_01.result]"}, 8: {"every: 5"},
 	}, map[int]string{6: "fail_rate: 0.02"})...) // p_06 is background noise
 	out = append(out, tierModules(3, "q", 2, map[int][]string{
@@ -70,7 +73,7 @@ func genModules() []module {
 		7: {"every: 10"}, 10: {"policy: abort"},
 	}, nil)...)
 	out = append(out, tierModules(4, "e", 3, map[int][]string{
-		0: {"reads: [q_00.result]"}, 5: {"every: 4"},
+		0: {"reads: [q_00.result]"}, 5: {"every: 4"}, 7: {"breaker: rate-api"}, 8: {"breaker: rate-api"},
 	}, nil)...)
 	return out
 }
@@ -139,6 +142,11 @@ func render(v variant, mods []module, s settings) string {
 	b.WriteString("breakers:\n")
 	b.WriteString("  vector-store: {failure_threshold: 3, cooldown: 700ms, half_open_probes: 2, half_open_successes: 2}\n")
 	b.WriteString("  gpu-pool: {failure_threshold: 4, cooldown: 500ms, trip_on: [transient, downstream, internal]}\n")
+	// Issue 37: a rate breaker, a bulkhead and retry-amplification budgets.
+	b.WriteString("  rate-api: {kind: rate, window: 10, min_ticks: 5, failure_rate: 0.5, cooldown: 300ms}\n")
+	b.WriteString("bulkheads:\n  gpu: {max_in_flight: 2}\n  remote: {max_in_flight: 2, wait: 500us}\n")
+	b.WriteString("retry_budget:\n  tiers:\n    knowledge: {ratio: 0.2, window: 50, min_per_tick: 1}\n")
+	b.WriteString("  downstreams:\n    gpu: {ratio: 0.1, window: 500ms, min_per_tick: 1}\n")
 	b.WriteString("modules:\n")
 	for _, m := range mods {
 		b.WriteString("  - " + m.yaml + "\n")

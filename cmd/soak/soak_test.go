@@ -41,6 +41,16 @@ func TestGeneratedConfigurations(t *testing.T) {
 		if sum > 9*time.Millisecond {
 			t.Fatalf("variant %s: budgets add up to %s, more than the 10ms period allows", v.name, sum)
 		}
+		// Issue 37: the random actors run against bulkheads and retry budgets.
+		bulkheads := 0
+		for _, m := range c.Modules {
+			if m.Bulkhead != "" {
+				bulkheads++
+			}
+		}
+		if len(c.RetryBudgets) != 2 || bulkheads != 3 {
+			t.Fatalf("variant %s: %d retry budgets, %d modules with a bulkhead; want 2 and 3", v.name, len(c.RetryBudgets), bulkheads)
+		}
 	}
 	for k := range 6 {
 		kind, y := invalid(k, variants[k%2], mods, testSettings)

@@ -26,13 +26,18 @@ const (
 	ProbeFailed
 	Skipped
 	NotDue
+	// Issue 37, resilience additions (bulkheads):
+	Rejected
 	numStatuses
 )
 
 var statusNames = [numStatuses]faultsummary.Status{"", faultsummary.StatusOK, faultsummary.StatusRetried,
 	faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy, faultsummary.StatusOpen,
 	faultsummary.StatusProbeOK, faultsummary.StatusProbeFailed, faultsummary.StatusSkipped,
-	faultsummary.StatusNotDue}
+	faultsummary.StatusNotDue,
+	// Issue 37, resilience additions:
+	faultsummary.StatusRejected,
+}
 
 // Public returns the status as the summary names it ("" for None).
 func (s Status) Public() faultsummary.Status { return statusNames[s] }
@@ -53,6 +58,12 @@ const (
 	BreakerOpen           // its breaker refused it
 	TierSkipped           // its tier is skipped (emergency mode, or the tick stopped)
 	Stopped               // the engine is closing: its worker no longer takes runs
+)
+
+// The refusals of the resilience additions (issue 37), apart from the list above so
+// that other additions merge cleanly.
+const (
+	BulkheadFull Refusal = 32 + iota // its bulkhead had no permit free (after its wait, if any)
 )
 
 // Late says how the tier's deadline caught a module that was admitted.
@@ -95,6 +106,8 @@ func StatusOf(o Outcome) Status {
 		return Busy
 	case BreakerOpen:
 		return Open
+	case BulkheadFull:
+		return Rejected
 	default:
 		return Skipped
 	}
@@ -132,6 +145,8 @@ const (
 	CauseOpenFail
 	CauseUnstarted
 	CauseTickCanceled
+	// Issue 37, resilience additions:
+	CauseRejectFail
 )
 
 // causeError is the error reported for a module the engine did not run to its end.
@@ -146,6 +161,8 @@ var causeErrors = [...]error{CauseNone: nil, CauseRun: nil,
 	CauseOpenFail:     causeError("circuit breaker is open (on_open: fail)"),
 	CauseUnstarted:    causeError("not started before the tier deadline"),
 	CauseTickCanceled: causeError("not started: the tick was cancelled"),
+	// Issue 37, resilience additions:
+	CauseRejectFail: causeError("bulkhead is full (on_reject: fail)"),
 }
 
 // Err returns the error of a cause other than CauseRun (nil for CauseNone and CauseRun).
@@ -171,6 +188,7 @@ type Policy struct {
 	OnOpen        tiers.OnOpen
 	Safety        bool // the module is in the safety tier (tier 0)
 	EmergencyOnly bool
+	OnReject      tiers.OnOpen // what a refusal by the module's bulkhead means (bypass or fail)
 }
 
 // Gate is what admission looks at, before the breaker is asked.
@@ -207,6 +225,23 @@ func AdmitBreaker(allowed bool) Refusal {
 		return NotRefused
 	}
 	return BreakerOpen
+}
+
+// AdmitBulkhead returns BulkheadFull if the module's bulkhead gave it no permit, NotRefused
+// if it runs. The bulkhead is asked after the breaker: an open breaker refuses without
+// taking a permit or counting a rejection, and a refused permit gives the breaker's back.
+func AdmitBulkhead(acquired bool) Refusal {
+	if acquired {
+		return NotRefused
+	}
+	return BulkheadFull
+}
+
+// BulkheadWait returns how long a module may wait for a permit of its bulkhead: its
+// bulkhead's wait, but never past its tier's deadline (left is the time to it). The wait
+// comes out of the tier's budget: an attempt gets only what is left after it.
+func BulkheadWait(wait, left time.Duration) time.Duration {
+	return max(min(wait, left), 0)
 }
 
 // BreakerEvent is what a module's outcome records on its breaker, once per tick.
@@ -310,6 +345,15 @@ func judge(o Outcome, p Policy) Verdict {
 		v := Verdict{Serve: Stale, Failure: p.OnOpen == tiers.Fail || p.Safety}
 		if p.OnOpen == tiers.Fail {
 			v.Cause, v.Kind = CauseOpenFail, fault.KindControl
+		}
+		return v
+	case BulkheadFull:
+		// As for an open breaker: not run, nothing on the breaker (its permit is given
+		// back), last-known-good served; a failure under on_reject: fail, and always in
+		// the safety tier (a check not made is not passed).
+		v := Verdict{Serve: Stale, Failure: p.OnReject == tiers.Fail || p.Safety}
+		if p.OnReject == tiers.Fail {
+			v.Cause, v.Kind = CauseRejectFail, fault.KindControl
 		}
 		return v
 	case TierSkipped:

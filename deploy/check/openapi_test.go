@@ -48,6 +48,9 @@ modules:
 
 const stepConfig = `
 cycle: {period: 0}
+bulkheads: {db: {max_in_flight: 2}}
+retry_budget: {tiers: {knowledge: {ratio: 0.2, window: 10, min_per_tick: 1}}}
+breakers: {ds: {kind: rate, window: 10, min_ticks: 5}}
 modules:
   - name: guard
     tier: safety
@@ -55,6 +58,7 @@ modules:
   - name: recall
     tier: knowledge
     reads: [guard.result]
+    bulkhead: db
     builtin: {value: 1}
 `
 
@@ -126,6 +130,7 @@ func TestOpenAPIConformance(t *testing.T) {
 			{method: "POST", path: "/modules/guard/faults", admin: true, body: `{"fail_rte": 1}`, status: 400},
 			{method: "POST", path: "/modules/nope/faults", admin: true, body: `{}`, status: 404},
 			{method: "GET", path: "/breakers", status: 200},
+			{method: "GET", path: "/bulkheads", status: 200, contains: `"name":"db"`},
 			{method: "POST", path: "/breakers/guard/reset", admin: true, status: 200},
 			{method: "POST", path: "/breakers/nope/reset", admin: true, status: 404},
 			{method: "GET", path: "/blackboard", status: 200},

@@ -77,6 +77,8 @@ func failing(st faultsummary.Status) bool {
 	switch st {
 	case faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy, faultsummary.StatusOpen, faultsummary.StatusProbeFailed:
 		return true
+	case faultsummary.StatusRejected: // issue 37
+		return true
 	}
 	return false
 }
@@ -90,6 +92,8 @@ func failedNow(st faultsummary.Status, kind string, m check.Module) bool {
 		return true
 	case faultsummary.StatusOpen:
 		return m.OnOpen == tiers.Fail || m.Tier == 0
+	case faultsummary.StatusRejected: // issue 37
+		return m.OnReject == tiers.Fail || m.Tier == 0
 	case faultsummary.StatusTimedOut:
 		return m.Policy != tiers.Abort
 	case faultsummary.StatusFailed, faultsummary.StatusProbeFailed:

@@ -62,7 +62,10 @@ func Rules() []string {
 		RuleFaultKind, RuleServedLive, RuleStale, RuleExpired, RuleSafetyClosed, RuleLastGoodTTL, RuleLastGoodAge,
 		RuleDegradedKeys, RuleEmergencyEnter, RuleEmergencyLeave, RuleEmergencySkip, RuleSeverity, RuleCircuitLists,
 		RuleBreakerAdmit, RuleBreakerOpen, RuleBreakerCooldown, RuleBreakerClose, RuleBreakerReopen, RuleBreakerProbes,
-		RuleBusy}
+		RuleBusy,
+		// Issue 37, resilience additions:
+		RuleBulkhead, RuleRetryBudget,
+	}
 }
 
 // Violation is one broken invariant.
@@ -107,6 +110,8 @@ type Checker struct {
 
 	emResets []uint64            // operator emergency resets, by the tick after which they were made
 	brResets map[string][]uint64 // operator breaker resets, likewise
+
+	rbWin map[string]*rbWindow // per retry budget, its window (issue 37)
 
 	checked    int
 	violations []Violation
@@ -164,6 +169,7 @@ func (c *Checker) setConfig(cfg Config) {
 	cfg.Modules = slices.Clone(cfg.Modules)
 	cfg.Breakers = maps.Clone(cfg.Breakers)
 	cfg.Emergency.SkipTiers = slices.Clone(cfg.Emergency.SkipTiers)
+	cfg.RetryBudgets = slices.Clone(cfg.RetryBudgets) // a budget's window is kept while its settings are (rbWindow.set)
 	c.cfg = cfg
 	c.mods = make(map[string]*Module, len(cfg.Modules))
 	for i := range cfg.Modules {
@@ -223,6 +229,7 @@ func (c *Checker) forget() {
 	c.prev = prevTick{}
 	c.ms = map[string]*modState{}
 	c.brs = map[string]*brState{}
+	c.rbWin = nil
 }
 
 // Violations returns every violation found so far, in the order found.
@@ -334,6 +341,8 @@ func failedNow(m *faultsummary.Module, mc *Module) bool {
 		return true
 	case faultsummary.StatusOpen:
 		return mc.OnOpen == tiers.Fail || mc.Tier == 0
+	case faultsummary.StatusRejected:
+		return mc.OnReject == tiers.Fail || mc.Tier == 0
 	case faultsummary.StatusTimedOut:
 		return mc.Policy != tiers.Abort
 	case faultsummary.StatusFailed, faultsummary.StatusProbeFailed:
@@ -354,6 +363,8 @@ func aborts(m *faultsummary.Module, mc *Module) (sure, maybe bool) {
 		return true, false
 	case faultsummary.StatusOpen:
 		return mc.OnOpen == tiers.Fail || mc.Tier == 0, false
+	case faultsummary.StatusRejected:
+		return mc.OnReject == tiers.Fail || mc.Tier == 0, false
 	case faultsummary.StatusTimedOut:
 		return false, true
 	}
@@ -403,6 +414,7 @@ func (r *run) stateless() {
 	r.severity()
 	r.circuits()
 	r.probes()
+	r.resilience() // issue 37
 }
 
 func (r *run) schema() {
@@ -788,7 +800,7 @@ func (r *run) faultKind(m *faultsummary.Module) {
 		if k != "" {
 			r.add(RuleFaultKind, "module %q: %s with fault_kind %q, want none", m.Name, m.Status, k)
 		}
-	case faultsummary.StatusOK, faultsummary.StatusOpen:
+	case faultsummary.StatusOK, faultsummary.StatusOpen, faultsummary.StatusRejected:
 		if k != "" && k != fault.KindControl.String() {
 			r.add(RuleFaultKind, "module %q: %s with fault_kind %q, want none or control", m.Name, m.Status, k)
 		}
@@ -1229,7 +1241,8 @@ func (r *run) ownBreaker(m *faultsummary.Module, mc *Module) {
 		return
 	}
 	x.failSure, x.failMaybe = countedFailure(m, mc, x.set)
-	notRun := x.st == faultsummary.StatusNotDue || x.st == faultsummary.StatusSkipped || x.st == faultsummary.StatusOpen
+	notRun := x.st == faultsummary.StatusNotDue || x.st == faultsummary.StatusSkipped || x.st == faultsummary.StatusOpen ||
+		x.st == faultsummary.StatusRejected // a rejected module ran no attempt: no breaker event
 	// Only the lazy open → half_open (any reader of the breaker's state half-opens it once
 	// the cooldown has passed) may happen on a tick the module did not run.
 	if notRun && x.C != x.P && !(x.P == brOpen && x.C == brHalf) {
@@ -1321,7 +1334,7 @@ func (x *brStep) fromClosed() {
 		switch {
 		case !x.failSure && !x.failMaybe:
 			r.add(RuleBreakerOpen, "module %q: breaker opened on a tick without a counted failure (%s, kind %q)", name, st, x.kind)
-		case b.consKnown && hi < x.set.FailureThreshold:
+		case x.set.Kind == breaker.Consecutive && b.consKnown && hi < x.set.FailureThreshold:
 			r.add(RuleBreakerOpen, "module %q: breaker opened after %d consecutive counted failures, threshold %d", name, hi, x.set.FailureThreshold)
 		}
 		x.setOpen(x.S, x.F, true)
@@ -1329,7 +1342,9 @@ func (x *brStep) fromClosed() {
 		r.add(RuleBreakerCooldown, "module %q: breaker went closed → half_open", name)
 		x.resync()
 	default:
-		if x.failSure && b.consKnown && lo >= x.set.FailureThreshold {
+		// A rate breaker's rule needs its window, which the lines do not show: only the
+		// consecutive kind's threshold is checked here.
+		if x.set.Kind == breaker.Consecutive && x.failSure && b.consKnown && lo >= x.set.FailureThreshold {
 			r.add(RuleBreakerOpen, "module %q: %d consecutive counted failures reached the threshold %d but the breaker stayed closed", name, lo, x.set.FailureThreshold)
 		}
 		b.consLo, b.consHi = lo, hi

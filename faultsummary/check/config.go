@@ -21,6 +21,19 @@ type Config struct {
 	Breakers map[string]breaker.Settings
 	// Emergency is the emergency-mode configuration.
 	Emergency Emergency
+	// RetryBudgets are the retry-amplification budgets (issue 37): the tiers' by tier
+	// name, the named downstreams' by theirs.
+	RetryBudgets []RetryBudget
+}
+
+// RetryBudget is one retry-amplification budget: retries at most Ratio of first attempts
+// over a window of Window ticks (or WindowTime), MinPerTick per tick always allowed.
+type RetryBudget struct {
+	Name       string
+	Ratio      float64
+	Window     int // in ticks; 0 with WindowTime set
+	WindowTime time.Duration
+	MinPerTick int
 }
 
 // Tier is one tier of the configuration.
@@ -55,6 +68,15 @@ type Module struct {
 	// TTL is the fixed last-known-good TTL of the module's key; zero when it is automatic
 	// (adaptive TTLs are not checked).
 	TTL time.Duration
+
+	// Issue 37, resilience additions.
+
+	// Bulkhead names the module's bulkhead ("" if none); OnReject says what its refusal
+	// means for the error policy.
+	Bulkhead string
+	OnReject tiers.OnOpen
+	// RetryBudget names the retry budget the module's retries count against ("" if none).
+	RetryBudget string
 }
 
 // OwnBreaker reports whether the module uses its own breaker rather than a shared one.

@@ -81,6 +81,11 @@ const (
 	StatusNotDue      Status = "not_due"      // multi-rate module not due this tick
 )
 
+// Issue 37 items 3, 4 (load shedding, async modules): statuses kept apart for merging.
+const (
+	StatusShed Status = "shed" // shed on overrun: not run, its last-known-good value served
+)
+
 // Produced reports whether the status means the module produced a value this tick.
 func (s Status) Produced() bool { return s == StatusOK || s == StatusRetried || s == StatusProbeOK }
 
@@ -100,7 +105,8 @@ func (s Status) Nominal() bool {
 func (s Status) Valid() bool {
 	switch s {
 	case StatusOK, StatusRetried, StatusFailed, StatusTimedOut, StatusBusy, StatusOpen, StatusProbeOK,
-		StatusProbeFailed, StatusSkipped, StatusNotDue:
+		StatusProbeFailed, StatusSkipped, StatusNotDue,
+		StatusShed: // issue 37 item 3
 		return true
 	}
 	return false

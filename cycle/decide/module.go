@@ -26,13 +26,17 @@ const (
 	ProbeFailed
 	Skipped
 	NotDue
+	// Issue 37 items 3, 4, 6 (load shedding, async modules, startup): own lines for merging.
+	Shed // shed on overrun (see Shedding)
 	numStatuses
 )
 
 var statusNames = [numStatuses]faultsummary.Status{"", faultsummary.StatusOK, faultsummary.StatusRetried,
 	faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy, faultsummary.StatusOpen,
 	faultsummary.StatusProbeOK, faultsummary.StatusProbeFailed, faultsummary.StatusSkipped,
-	faultsummary.StatusNotDue}
+	faultsummary.StatusNotDue,
+	faultsummary.StatusShed, // issue 37 item 3
+}
 
 // Public returns the status as the summary names it ("" for None).
 func (s Status) Public() faultsummary.Status { return statusNames[s] }
@@ -53,6 +57,8 @@ const (
 	BreakerOpen           // its breaker refused it
 	TierSkipped           // its tier is skipped (emergency mode, or the tick stopped)
 	Stopped               // the engine is closing: its worker no longer takes runs
+	// Issue 37 item 3 (load shedding): own line for merging.
+	ShedLoad // shed on overrun: a step of load shedding names it (see Shedding)
 )
 
 // Late says how the tier's deadline caught a module that was admitted.
@@ -95,6 +101,8 @@ func StatusOf(o Outcome) Status {
 		return Busy
 	case BreakerOpen:
 		return Open
+	case ShedLoad:
+		return Shed
 	default:
 		return Skipped
 	}
@@ -181,6 +189,7 @@ type Gate struct {
 	Emergency     bool // emergency mode is active this tick
 	TierSkipped   bool // the module's tier does not run this tick
 	Busy          bool // a run of an earlier tick has not returned
+	Shed          bool // load shedding sheds the module this tick (see Shedding.Sheds)
 }
 
 // Admit returns why the module is not run this tick, or NotRefused if its breaker is to
@@ -194,6 +203,10 @@ func Admit(g Gate) Refusal {
 		return TierSkipped
 	case g.Every > 1 && g.Tick%uint64(g.Every) != 0:
 		return NotDueTick
+	case g.Shed:
+		// Before busy: a shed module is not started, so an outstanding run of an earlier
+		// tick is no failure of this one.
+		return ShedLoad
 	case g.Busy:
 		return StillBusy
 	}
@@ -312,7 +325,9 @@ func judge(o Outcome, p Policy) Verdict {
 			v.Cause, v.Kind = CauseOpenFail, fault.KindControl
 		}
 		return v
-	case TierSkipped:
+	case TierSkipped, ShedLoad:
+		// Not run by the engine's choice: no failure, nothing on the breaker, the
+		// last-known-good value served stale.
 		return Verdict{Serve: Stale}
 	}
 	return Verdict{Serve: Kept} // not due, emergency-only, stopped: nothing to do

@@ -105,6 +105,11 @@ type Config struct {
 	// Breakers are the named shared breakers. For each, an empty TripOn means
 	// {transient, downstream}.
 	Breakers map[string]breaker.Settings
+
+	// Shedding, if set, sheds low-priority modules on overrun (see SheddingConfig).
+	Shedding *SheddingConfig
+	// Startup, if set, starts the cycle in the starting state (see StartupConfig).
+	Startup *StartupConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -125,6 +130,16 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Tiers == nil {
 		c.Tiers = tiers.SeedTiers()
+	}
+	if c.Shedding != nil {
+		sh := *c.Shedding
+		if sh.AfterOverruns <= 0 {
+			sh.AfterOverruns = 3
+		}
+		if sh.RestoreAfter <= 0 {
+			sh.RestoreAfter = 10
+		}
+		c.Shedding = &sh
 	}
 	return c
 }
@@ -178,6 +193,7 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 	if cfg.DefaultTTL < 0 {
 		add("lastgood.default_ttl", "must be > 0")
 	}
+	ps = append(ps, validateGuards(cfg)...)
 	names := make(map[string]int, len(c.Tiers))
 	for i, t := range c.Tiers {
 		names[t.Name] = i

@@ -65,6 +65,14 @@ type Hooks struct {
 	OnAbandon func(module string, tick uint64)
 	// OnApply is called at the tick boundary where a configuration change takes effect.
 	OnApply func(version uint64)
+
+	// OnShed is called at every step of load shedding, shed or restored.
+	OnShed func(ShedEvent)
+	// OnStartup is called when startup ends.
+	OnStartup func(StartupEvent)
+	// OnAsync is called when an asynchronous module's runs change state (ok to failing,
+	// failing to ok), once per change.
+	OnAsync func(AsyncEvent)
 }
 
 // Option configures an Engine.
@@ -261,6 +269,8 @@ type Engine struct {
 	lastExtras, lastDegraded int
 	// How long the engine last waited for a spinning segment (see Engine.wait); guarded by tickMu.
 	lastWait time.Duration
+
+	guard guards // load shedding and startup (guards.go)
 }
 
 // New validates cfg and mods and returns an engine. Modules start in the first tick.

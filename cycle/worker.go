@@ -170,6 +170,8 @@ type segment struct {
 	done      chan struct{} // closed once end and out are set
 	end       *tierRun      // the tier handed back to the engine
 	out       tierOutcome   // its outcome, from the goroutine that ended and settled it
+	starting  bool          // the cycle is starting (see decide.Startup): it never chains
+	shed      []bool        // per summary line: shed by load shedding; nil when none is
 }
 
 // spins reports whether the segment's hand-offs spin (see Engine.spinWait): with precise
@@ -215,7 +217,7 @@ func (tr *tierRun) ended(chain bool) *tierRun {
 	tr.closed.Store(true) // a runner woken late finds nothing left to do
 	seg := tr.seg
 	out, now := tr.settle(nil, false)
-	if chain && !seg.emergency && !out.Decisive() && tr.tier+1 < len(seg.st.cfg.Tiers) {
+	if chain && !seg.emergency && !seg.starting && !out.Decisive() && tr.tier+1 < len(seg.st.cfg.Tiers) {
 		if tr.excN.Load() > 0 {
 			now = tr.e.clock.Now() // the next tier's budget starts after the exceptions
 		}
@@ -640,7 +642,7 @@ const (
 // and reports whether there was one.
 func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
 	ln.refusal = decide.Admit(decide.Gate{Tick: tr.tick, Every: rt.spec.Every, EmergencyOnly: rt.spec.Emergency,
-		Emergency: tr.emergency, Busy: busy})
+		Emergency: tr.emergency, Busy: busy, Shed: tr.seg.shed != nil && tr.seg.shed[rt.idx]})
 	if ln.refusal == decide.StillBusy {
 		w := rt.w
 		ln.busyFacts(w.runTick, time.Duration(tr.start.UnixNano()-w.runDeadline))

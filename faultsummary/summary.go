@@ -141,6 +141,46 @@ type Emergency struct {
 	EndedTick uint64 `json:"ended_tick,omitempty"`
 }
 
+// CycleStarting is the value of Summary.CycleState during startup.
+const CycleStarting = "starting"
+
+// StartupState is what a starting cycle waits for.
+type StartupState struct {
+	// Pending names the safety modules that have not succeeded once yet.
+	Pending []string `json:"pending"`
+	// TimeoutMs is the time startup may take before it enters emergency mode (0: none).
+	TimeoutMs float64 `json:"timeout_ms"`
+}
+
+// ShedState is what load shedding sheds.
+type ShedState struct {
+	// Level is the number of steps shed (each step one more priority class).
+	Level int `json:"level"`
+	// Modules names the modules shed, in summary order.
+	Modules []string `json:"modules"`
+	// Reason says why the latest step was shed.
+	Reason string `json:"reason"`
+	// SinceTick is the tick in which shedding began.
+	SinceTick uint64 `json:"since_tick"`
+}
+
+// AsyncRun is the end of one run of an asynchronous module.
+type AsyncRun struct {
+	// Name is the module's.
+	Name string `json:"name"`
+	// OriginTick is the tick after which the run started; its value is tagged with it.
+	OriginTick uint64 `json:"origin_tick"`
+	// Status is "ok" or "failed" ("timed_out" when it outlived its timeout).
+	Status Status `json:"status"`
+	// LatencyMs is how long it ran.
+	LatencyMs float64 `json:"latency_ms"`
+	// FaultKind and Error describe a failure.
+	FaultKind string `json:"fault_kind,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// Failures counts the module's consecutive failed runs, this one included.
+	Failures int `json:"failures,omitempty"`
+}
+
 // Tier is one tier's line in the summary.
 type Tier struct {
 	Index           int        `json:"index"`
@@ -228,6 +268,19 @@ type Summary struct {
 	Generation uint64 `json:"generation,omitempty"`
 	// Recorder is the flight recorder's report, when one records the ticks.
 	Recorder *RecorderStatus `json:"recorder,omitempty"`
+
+	// Issue 37 items 3, 4, 6 (load shedding, async modules, startup): fields kept apart
+	// for merging.
+
+	// CycleState is "starting" while the cycle waits for every safety module to succeed
+	// once (see Startup); empty otherwise (the cycle runs, or emergency_mode says why not).
+	CycleState string `json:"cycle_state,omitempty"`
+	// Startup says what startup waits for, in the ticks of a cycle that is starting.
+	Startup *StartupState `json:"startup,omitempty"`
+	// Shed says which modules load shedding sheds in this tick and why; nil when none.
+	Shed *ShedState `json:"shed,omitempty"`
+	// Async lists the asynchronous modules whose runs ended since the previous tick.
+	Async []AsyncRun `json:"async,omitempty"`
 
 	lines  []Module // the whole module lines (SetModules, decoding, or materialised from src)
 	src    Lines    // the lines in a producer's compact form (SetLines); nil: lines holds them

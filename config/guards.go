@@ -59,6 +59,11 @@ func (p Priority) MarshalText() ([]byte, error) {
 	return []byte(strconv.Itoa(p.Value)), nil
 }
 
+// JSONScalars says that a JSON body gives a priority as an integer or a string.
+func (*Priority) JSONScalars() ([]string, string) {
+	return []string{"!!int", "!!str"}, "an integer or \"critical\""
+}
+
 // UnmarshalText parses an integer, "critical", or "" (0).
 func (p *Priority) UnmarshalText(b []byte) error {
 	s := strings.TrimSpace(string(b))

@@ -194,6 +194,7 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 		add("lastgood.default_ttl", "must be > 0")
 	}
 	ps = append(ps, validateGuards(cfg)...)
+	ps = append(ps, validateAsync(c, mods)...)
 	names := make(map[string]int, len(c.Tiers))
 	for i, t := range c.Tiers {
 		names[t.Name] = i

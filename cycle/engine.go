@@ -130,6 +130,9 @@ type state struct {
 	skip     []bool   // per tier: skipped in emergency mode
 	tierMods [][]*modRT
 	lines    []*modRT // every module in summary order
+	// async are the asynchronous modules: planned, but outside the tiers and the summary's
+	// lines (see asyncBook).
+	async []*tiers.PlannedModule
 
 	// The keys as listed in degraded_keys when nothing (2i) or an expired value (2i+1)
 	// is served for line i, made on first need by whoever settles a tier (one at a time):
@@ -270,7 +273,8 @@ type Engine struct {
 	// How long the engine last waited for a spinning segment (see Engine.wait); guarded by tickMu.
 	lastWait time.Duration
 
-	guard guards // load shedding and startup (guards.go)
+	guard guards    // load shedding and startup (guards.go)
+	async asyncBook // asynchronous modules (async.go)
 }
 
 // New validates cfg and mods and returns an engine. Modules start in the first tick.
@@ -519,6 +523,10 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 	st.tierMods = make([][]*modRT, len(st.cfg.Tiers))
 	for i := range st.plan.Modules { // sorted by tier: the order the runners visit them
 		pm := &st.plan.Modules[i]
+		if pm.Spec.Async {
+			st.async = append(st.async, pm) // no runtime in the tiers, no breaker
+			continue
+		}
 		reg := st.regs[pm.Spec.Name]
 		rt := &modRT{id: reg.id, name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
 			policy: decide.Policy{Policy: pm.Policy,
@@ -749,6 +757,7 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.pool.close()
+	e.async.stop()
 	e.lines.stop()
 	if e.timer != nil {
 		e.timer.Stop()

@@ -33,8 +33,8 @@ type event struct {
 	lines     *tickLines            // evTick
 	breaker   breaker.Transition    // evBreaker
 	emergency faultsummary.EmergencyEvent
-	module    string // evAbandon
-	version   uint64 // evApply
+	module    string       // evAbandon
+	version   uint64       // evApply
 	shed      ShedEvent    // evShed
 	startup   StartupEvent // evStartup
 	async     AsyncEvent   // evAsync

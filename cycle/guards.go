@@ -6,6 +6,7 @@ import (
 
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/faultsummary/check"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -233,4 +234,23 @@ func validateGuards(cfg Config) tiers.Problems {
 		add("startup.timeout", "must be >= 0 (0: no timeout)", false)
 	}
 	return ps
+}
+
+// checkGuards adds what the checker needs of load shedding, startup and asynchronous
+// modules to out.
+func checkGuards(cfg Config, plan *tiers.Plan, out *check.Config) {
+	out.Shedding = cfg.Shedding != nil
+	if cfg.Shedding != nil && cfg.Shedding.Floor != nil {
+		f := *cfg.Shedding.Floor
+		out.ShedFloor = &f
+	}
+	out.Startup = cfg.Startup != nil
+	j := 0
+	for _, pm := range plan.Modules {
+		if pm.Spec.Async {
+			continue
+		}
+		out.Modules[j].Priority, out.Modules[j].Critical = pm.Spec.Priority, pm.Spec.Critical
+		j++
+	}
 }

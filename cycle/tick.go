@@ -58,6 +58,12 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	}
 	s, tl := e.newSummary(st, id, scheduled, start)
 	e.beginGuards(st, s)
+	if e.async.forSt != st {
+		e.syncAsync(st)
+	}
+	if e.async.ctx != nil {
+		e.collectAsync(s)
+	}
 	e.runTiers(ctx, st, s, tl)
 	end := e.clock.Now()
 	s.FinishedAt = end
@@ -76,6 +82,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	s.OverallSeverity = s.ComputeSeverity()
 	e.lastExtras, e.lastDegraded = len(tl.ex), len(s.DegradedKeys)
 	e.publishTick(st, s, tl)
+	e.startAsync(id)
 	if e.running.Load() {
 		e.lines.request(len(st.lines)) // for the next scheduled tick, off its critical path
 	}

@@ -21,6 +21,16 @@ type Config struct {
 	Breakers map[string]breaker.Settings
 	// Emergency is the emergency-mode configuration.
 	Emergency Emergency
+
+	// Issue 37 items 3, 4, 6: own lines for merging.
+
+	// Shedding reports that load shedding is configured; ShedFloor is its floor, if any.
+	Shedding  bool
+	ShedFloor *int
+	// Startup reports that the startup state is configured.
+	Startup bool
+	// Async names the asynchronous modules (they have no module line).
+	Async []string
 }
 
 // Tier is one tier of the configuration.
@@ -55,6 +65,9 @@ type Module struct {
 	// TTL is the fixed last-known-good TTL of the module's key; zero when it is automatic
 	// (adaptive TTLs are not checked).
 	TTL time.Duration
+	// Priority and Critical decide whether load shedding may shed the module (issue 37).
+	Priority int
+	Critical bool
 }
 
 // OwnBreaker reports whether the module uses its own breaker rather than a shared one.

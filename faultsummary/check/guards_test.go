@@ -42,10 +42,14 @@ func init() {
 				name = "a"
 			}
 			q.tick(nil, nil)
-			q.tick(nil, func(s S) { s.Async = []faultsummary.AsyncRun{{Name: name, OriginTick: 1, Status: faultsummary.StatusOK}} })
+			q.tick(nil, func(s S) {
+				s.Async = []faultsummary.AsyncRun{{Name: name, OriginTick: 1, Status: faultsummary.StatusOK}}
+			})
 		}},
 		ruleCase{rule: check.RuleAsync, name: "async run reported in its own tick", cfg: cfgs(async), build: func(q *seq, bad bool) {
-			q.tick(nil, when(bad, func(s S) { s.Async = []faultsummary.AsyncRun{{Name: "bg", OriginTick: 1, Status: faultsummary.StatusOK}} }))
+			q.tick(nil, when(bad, func(s S) {
+				s.Async = []faultsummary.AsyncRun{{Name: "bg", OriginTick: 1, Status: faultsummary.StatusOK}}
+			}))
 		}},
 	)
 }

@@ -140,8 +140,11 @@ func (e *Engine) collectAsync(s *faultsummary.Summary) {
 }
 
 // startAsync starts every asynchronous module whose previous run has returned, after
-// tick id. Called under tickMu, after the tick's summary was published.
+// tick id, unless the cycle is starting. Called under tickMu, after the tick's summary was published.
 func (e *Engine) startAsync(id uint64) {
+	if e.guard.startup.Starting {
+		return // fail closed while starting, as for the tiers after the safety tier
+	}
 	for _, rt := range e.async.list {
 		if !decide.StartAsync(rt.inFlight.Load()) || !rt.inFlight.CompareAndSwap(false, true) {
 			continue
@@ -240,4 +243,30 @@ func validateAsync(c Config, mods []Registration) tiers.Problems {
 		}
 	}
 	return ps
+}
+
+// asyncEntries appends to out the entries of the asynchronous modules as of summary s:
+// live for a module whose run ended ok at s's boundary (its value was written then),
+// else its last-known-good value as any reader of tick s saw it. Each is tagged with the
+// tick its value came from.
+func (e *Engine) asyncEntries(s *faultsummary.Summary, out []blackboard.Entry) []blackboard.Entry {
+	st := e.activeView.Load()
+	if st == nil {
+		return out
+	}
+	for _, pm := range st.async {
+		key := pm.Spec.Key()
+		ent, ok := blackboard.FromLastGood(e.lg.Get(key, s.StartedAt))
+		if !ok {
+			ent = blackboard.Entry{Key: key, Source: blackboard.None}
+		}
+		ent.Key, ent.Module = key, pm.Spec.Name
+		for _, a := range s.Async {
+			if a.Name == pm.Spec.Name && a.Status == faultsummary.StatusOK && a.OriginTick == ent.TickID {
+				ent.Source, ent.Stale, ent.Age = blackboard.Live, false, 0
+			}
+		}
+		out = append(out, ent)
+	}
+	return out
 }

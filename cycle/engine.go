@@ -291,6 +291,7 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 		lg:     lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
 		hub:    faultsummary.NewHub(),
 	}
+	e.guard.starting.Store(cfg.Startup != nil) // not ready before the first tick either
 	e.subs = append(e.subs, hubSubscriber(e.hub))
 	for _, h := range o.hooks {
 		e.subs = append(e.subs, hooksSubscriber(h))
@@ -657,7 +658,7 @@ func (e *Engine) Blackboard() []blackboard.Entry {
 			Seq: sv.Seq, Written: sv.Written, Source: sv.Source, Stale: sv.Stale, Expired: sv.Expired,
 			Age: time.Duration(sv.AgeMs * float64(time.Millisecond)), DerivedFromStale: sv.DerivedFromStale})
 	}
-	return out
+	return e.asyncEntries(s, out)
 }
 
 // ModuleInfo is what the engine knows about a module.

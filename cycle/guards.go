@@ -98,6 +98,9 @@ func (e *Engine) beginGuards(st *state, s *faultsummary.Summary) {
 	if st.cfg.Shedding == nil && g.shedSet != nil {
 		g.shed, g.shedSet, g.shedView = decide.Shedding{}, nil, nil // a reload turned it off
 	}
+	if g.shedSet != nil && g.shedFor != st {
+		g.refreshShed(st) // a reload at this boundary: the set must fit its lines
+	}
 	s.Shed = g.shedView
 	if g.startup.Starting {
 		s.CycleState = faultsummary.CycleStarting
@@ -156,10 +159,7 @@ func (e *Engine) endGuards(st *state, s *faultsummary.Summary, end time.Time) {
 		return
 	}
 	if g.shedFor != st {
-		g.shedFor = st
-		g.cands = shedCandidates(st)
-		g.classes = decide.ShedClasses(g.cands, c.Floor)
-		g.setShed(st) // the modules of a changed configuration, at the same level
+		g.refreshShed(st)
 	}
 	wall := end.Sub(s.ScheduledAt)
 	next, change := g.shed.Next(decide.ShedTick{Tick: s.TickID, Overrun: wall > target, Wall: wall, Target: target},
@@ -180,6 +180,16 @@ func (e *Engine) endGuards(st *state, s *faultsummary.Summary, end time.Time) {
 		}
 		e.emit(event{kind: evShed, tick: s.TickID, shed: ev})
 	}
+}
+
+// refreshShed takes the modules of a changed configuration st: their candidates and
+// classes, and the set shed at the same level (at most the number of classes now).
+func (g *guards) refreshShed(st *state) {
+	g.shedFor = st
+	g.cands = shedCandidates(st)
+	g.classes = decide.ShedClasses(g.cands, st.cfg.Shedding.Floor)
+	g.shed.Level = min(g.shed.Level, len(g.classes))
+	g.setShed(st)
 }
 
 // setShed makes the shed set and the summary's view of the current level.

@@ -178,3 +178,33 @@ func TestNoStartupByDefault(t *testing.T) {
 		}
 	})
 }
+
+// A registration while modules are shed applies at a tick boundary: the shed set is made
+// again for the new lines (same level), so a new module is admitted like any other.
+func TestSheddingSurvivesRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var slow atomic.Bool
+		slow.Store(true)
+		cfg := Config{Shedding: &SheddingConfig{AfterOverruns: 1, RestoreAfter: 100, Target: 20 * time.Millisecond}}
+		e := newEngine(t, cfg, []Registration{
+			reg("s", "safety", ok(1)),
+			reg("low", "knowledge", slowWhile(&slow, 30*time.Millisecond), func(s *tiers.ModuleSpec) { s.Priority = -1 }),
+			reg("z", "planning", ok(2)),
+		})
+		tick(t, e) // sheds low from the next tick
+		if s := tick(t, e); mod(t, s, "low").Status != faultsummary.StatusShed {
+			t.Fatalf("low = %s, want shed", mod(t, s, "low").Status)
+		}
+		for _, n := range []string{"a1", "a2", "a3"} {
+			if err := e.Register(reg(n, "planning", ok(3), func(s *tiers.ModuleSpec) { s.Priority = -1 })); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := tick(t, e)
+		if s.NumModules() != 6 || mod(t, s, "low").Status != faultsummary.StatusShed || mod(t, s, "a3").Status != faultsummary.StatusShed ||
+			mod(t, s, "z").Status != faultsummary.StatusOK {
+			t.Fatalf("after the registration: %d lines, low %s, a3 %s, z %s", s.NumModules(), mod(t, s, "low").Status,
+				mod(t, s, "a3").Status, mod(t, s, "z").Status)
+		}
+	})
+}

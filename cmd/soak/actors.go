@@ -382,8 +382,23 @@ func (s *soak) remoteBody(name, tier string, httpKind bool, r *rand.Rand) []byte
 			"builtin": map[string]any{"value": map[string]any{"remote": name}, "latency": "20us-300us",
 				"fail_rate": float64(r.IntN(4)) / 10}}
 	}
+	soakGuards(m, r)
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// soakGuards gives a runtime module a random priority (sometimes critical), and makes
+// one in five asynchronous with a short timeout (issue 37: load shedding and asynchronous
+// modules under random faults).
+func soakGuards(m map[string]any, r *rand.Rand) {
+	switch k := r.IntN(10); {
+	case k == 0:
+		m["priority"] = "critical"
+	case k < 2:
+		m["async"], m["timeout"] = true, "30ms"
+	default:
+		m["priority"] = r.IntN(5) - 2
+	}
 }
 
 func firstLine(b []byte) string {

@@ -216,8 +216,8 @@ type feed struct {
 	dump string // a directory for the summaries that break an invariant ("": none)
 
 	ch    chan *faultsummary.Summary
-	next  uint64 // the next tick id to check
-	fp    string // the module names of the configuration in force
+	next  uint64   // the next tick id to check
+	fp    string   // the module names of the configuration in force
 	async []string // the asynchronous modules of the configuration in force (issue 37)
 	mu    sync.Mutex
 	last  uint64 // the last tick id checked (read by others)

@@ -149,13 +149,13 @@ func TestStartupTimeoutEntersEmergency(t *testing.T) {
 			reg("a", "safety", switchable(&fail, errBoom, 1)),
 			reg("k", "knowledge", ok(3)),
 		}, WithHooks(Hooks{OnStartup: func(ev StartupEvent) { ends = append(ends, ev) }}))
-		s := tick(t, e)
+		tick(t, e)
 		time.Sleep(200 * time.Millisecond)
-		if s = tick(t, e); s.EmergencyMode || s.CycleState != faultsummary.CycleStarting {
+		if s := tick(t, e); s.EmergencyMode || s.CycleState != faultsummary.CycleStarting {
 			t.Fatalf("before the timeout: emergency %v state %q", s.EmergencyMode, s.CycleState)
 		}
 		time.Sleep(100 * time.Millisecond)
-		s = tick(t, e)
+		s := tick(t, e)
 		if !s.EmergencyMode || s.Emergency.Reason != "startup_timeout" || s.Emergency.SinceTick != s.TickID || s.CycleState != "" {
 			t.Fatalf("at the timeout: emergency %+v state %q", s.Emergency, s.CycleState)
 		}

@@ -270,3 +270,15 @@ func (e *Engine) asyncEntries(s *faultsummary.Summary, out []blackboard.Entry) [
 	}
 	return out
 }
+
+// asyncInfos appends what the engine knows of st's asynchronous modules to out (for
+// Modules), and marks them seen. They have no line, no breaker and no attempts count.
+func (e *Engine) asyncInfos(st *state, now time.Time, seen map[string]bool, out []ModuleInfo) []ModuleInfo {
+	for _, pm := range st.async {
+		seen[pm.Spec.Name] = true
+		r := st.regs[pm.Spec.Name]
+		out = append(out, ModuleInfo{Spec: pm.Spec, TierIndex: pm.TierIndex, Attempts: 1, Policy: pm.Policy,
+			Origin: r.origin, Module: r.module, LastGood: e.lg.Get(pm.Spec.Key(), now)})
+	}
+	return out
+}

@@ -708,6 +708,7 @@ func (e *Engine) Modules() []ModuleInfo {
 			out = append(out, mi)
 		}
 	}
+	out = e.asyncInfos(st, now, seen, out)
 	e.cfgMu.Lock()
 	d := e.desired
 	e.cfgMu.Unlock()

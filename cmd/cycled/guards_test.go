@@ -121,6 +121,9 @@ func TestDaemonStartupSheddingAsync(t *testing.T) {
 	if st := d.do("GET", "/blackboard/bg.result", "", &ent); st != http.StatusOK || ent.Value != 9 || ent.Module != "bg" || ent.TickID >= s.TickID {
 		t.Fatalf("GET /blackboard/bg.result = %d %+v", st, ent)
 	}
+	if st := d.do("GET", "/modules/bg", "", nil); st != http.StatusOK {
+		t.Fatalf("GET /modules/bg = %d, want the asynchronous module listed", st)
+	}
 	resp, err := http.Get(d.base + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -94,7 +94,9 @@ func (e *Engine) beginGuards(st *state, s *faultsummary.Summary) {
 	} else if g.startup.Starting && st.cfg.Startup == nil {
 		g.startup.Starting = false // a reload removed startup: nothing to wait for
 	}
-	g.starting.Store(g.startup.Starting)
+	if g.starting.Load() != g.startup.Starting {
+		g.starting.Store(g.startup.Starting)
+	}
 	if st.cfg.Shedding == nil && g.shedSet != nil {
 		g.shed, g.shedSet, g.shedView = decide.Shedding{}, nil, nil // a reload turned it off
 	}

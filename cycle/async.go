@@ -150,17 +150,28 @@ func (e *Engine) startAsync(id uint64) {
 			continue
 		}
 		e.workersWG.Add(1)
-		go e.runAsync(rt, id)
+		// The run takes its spec, module and tier now: a reload that keeps the runtime may
+		// replace them while it runs.
+		go e.runAsync(rt, asyncJob{spec: *rt.spec, mod: rt.mod, tier: rt.tier, origin: id})
 	}
 }
 
-// runAsync runs rt once after tick origin under its timeout. At the timeout the run is
+// asyncJob is what one run of an asynchronous module needs, copied when it starts.
+type asyncJob struct {
+	spec   tiers.ModuleSpec
+	mod    tiers.Module
+	tier   int
+	origin uint64
+}
+
+// runAsync runs rt once after tick job.origin under its timeout. At the timeout the run is
 // reported timed out and its context cancelled; a module that ignores it keeps inFlight
 // until it returns, and its late result is discarded.
-func (e *Engine) runAsync(rt *asyncRT, origin uint64) {
+func (e *Engine) runAsync(rt *asyncRT, job asyncJob) {
 	defer e.workersWG.Done()
 	defer rt.inFlight.Store(false)
-	timeout := rt.spec.Timeout
+	origin := job.origin
+	timeout := job.spec.Timeout
 	if timeout <= 0 {
 		timeout = defaultAsyncTimeout
 	}
@@ -175,10 +186,10 @@ func (e *Engine) runAsync(rt *asyncRT, origin uint64) {
 		}
 	})
 	defer t.Stop()
-	in := tiers.NewInput(e.board, *rt.spec, rt.tier)
+	in := tiers.NewInput(e.board, job.spec, job.tier)
 	in.Begin(origin, start.Add(timeout))
 	in.SetAttempt(1)
-	v, err := runGuarded(ctx, rt.mod, in)
+	v, err := runGuarded(ctx, job.mod, in)
 	if !claimed.CompareAndSwap(false, true) {
 		return
 	}

@@ -137,3 +137,32 @@ func TestAsyncValidation(t *testing.T) {
 		}
 	}
 }
+
+// A registration while an asynchronous run is in flight keeps its runtime (the run still
+// counts: no second run) and the run's late end is still reported.
+func TestAsyncRunSurvivesRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		bg := &script{fn: func(ctx context.Context, in *tiers.Input) (any, error) {
+			select {
+			case <-release:
+				return in.TickID(), nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}}
+		e := newEngine(t, Config{}, []Registration{reg("s", "safety", ok(0)), reg("bg", "knowledge", bg, asyncSpec(time.Second))})
+		tick(t, e) // bg starts after tick 1
+		if err := e.Register(reg("x", "planning", ok(1))); err != nil {
+			t.Fatal(err)
+		}
+		if s := tick(t, e); len(s.Async) != 0 || bg.runs.Load() != 1 {
+			t.Fatalf("tick 2: async %+v, %d runs", s.Async, bg.runs.Load())
+		}
+		close(release)
+		synctest.Wait()
+		if s := tick(t, e); len(s.Async) != 1 || s.Async[0].OriginTick != 1 || s.Async[0].Status != faultsummary.StatusOK {
+			t.Fatalf("tick 3: async %+v", s.Async)
+		}
+	})
+}

@@ -190,17 +190,24 @@ func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, status, h)
 }
 
-// readyz serves GET /readyz: 503 until the first tick has completed. In step mode the
-// daemon is ready at once: its ticks only run when asked, so waiting for one would never end.
+// readyz serves GET /readyz: 503 until the first tick has completed, and while the cycle is
+// starting (a startup configuration: some safety module has not succeeded once). In step
+// mode the daemon is ready at once unless starting: its ticks only run when asked, so
+// waiting for one would never end.
 func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 	h := s.health()
 	h.Error = nil
 	status := http.StatusOK
-	if h.LastTickID == 0 && h.Mode != "step" {
+	switch {
+	case s.e.Starting(): // issue 37 item 6: also in step mode, whose ticks end startup
+		status = http.StatusServiceUnavailable
+		h.Status = "not_ready"
+		h.Error = &apiError{Code: "starting", Message: "starting: some safety module has not succeeded once yet"}
+	case h.LastTickID == 0 && h.Mode != "step":
 		status = http.StatusServiceUnavailable
 		h.Status = "not_ready"
 		h.Error = &apiError{Code: "no_tick_yet", Message: "no tick has completed yet"}
-	} else {
+	default:
 		h.Status = "ready"
 	}
 	w.Header().Set("Cache-Control", "no-store")

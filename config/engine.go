@@ -322,6 +322,8 @@ func (c *Config) Engine(opts ...BuildOption) (cycle.Config, []cycle.Registration
 		},
 		DefaultTTL: c.LastGood.DefaultTTL,
 		Tiers:      make([]tiers.Tier, 0, len(c.Tiers)),
+		Shedding:   c.Shedding.engine(),
+		Startup:    c.Startup.engine(),
 	}
 	for _, t := range c.Tiers {
 		ec.Tiers = append(ec.Tiers, tiers.Tier{Name: t.Name, Budget: t.Budget, MaxAttempts: t.MaxAttempts,
@@ -348,7 +350,8 @@ func (c *Config) Engine(opts ...BuildOption) (cycle.Config, []cycle.Registration
 func (m ModuleConfig) Spec() tiers.ModuleSpec {
 	return tiers.ModuleSpec{Name: m.Name, Tier: m.Tier, DependsOn: m.DependsOn, Reads: m.Reads, Writes: m.Writes,
 		TTL: m.TTL.TTL, Policy: m.Policy, Breaker: m.Breaker, OnOpen: m.OnOpen, Idempotent: m.Idempotent,
-		MaxAttempts: m.MaxAttempts, Every: m.Every, Emergency: m.Emergency, Priority: m.Priority,
+		MaxAttempts: m.MaxAttempts, Every: m.Every, Emergency: m.Emergency, Priority: m.Priority.Value,
+		Critical: m.Priority.Critical, Async: m.Async, Timeout: m.Timeout,
 		Bulkhead: m.Bulkhead, OnReject: m.OnReject, RetryBudget: m.RetryBudget}
 }
 

@@ -125,7 +125,7 @@ func TestDecodeModuleStrictJSONTypes(t *testing.T) {
 		{`{"name": "a", "tier": "knowledge", "every": 3.0}`, "every"},
 		{`{"name": "a", "tier": "knowledge", "emergency": "TRUE"}`, "emergency"},
 		{`{"name": "a", "tier": "knowledge", "idempotent": 1}`, "idempotent"},
-		{`{"name": "a", "tier": "knowledge", "priority": "0x10"}`, "priority"},
+		{`{"name": "a", "tier": "knowledge", "priority": true}`, "priority"},
 		{`{"name": "a", "tier": "knowledge", "reads": [1]}`, "reads[0]"},
 		{`{"name": "a", "tier": "knowledge", "policy": 1}`, "policy"},
 		{`{"name": "a", "tier": "knowledge", "ttl": 5}`, "ttl"},

@@ -49,6 +49,13 @@ type Config struct {
 	// RetryBudget holds the retry-amplification budgets, per tier and per downstream.
 	RetryBudget RetryBudgetConfig `yaml:"retry_budget"`
 
+	// Issue 37 items 3, 6 (guards.go): own lines for merging.
+
+	// Shedding configures load shedding on overrun. Absent: off.
+	Shedding *SheddingConfig `yaml:"shedding"`
+	// Startup configures the startup state. Absent: off (the first tick runs every tier).
+	Startup *StartupConfig `yaml:"startup"`
+
 	// source names where the configuration came from.
 	source string
 	// tokenFromFile: AdminToken was read from AdminTokenFile.
@@ -190,8 +197,14 @@ type ModuleConfig struct {
 	Every int `yaml:"every"`
 	// Emergency makes the module run only in emergency mode.
 	Emergency bool `yaml:"emergency"`
-	// Priority orders modules within a tier (higher first).
-	Priority int `yaml:"priority"`
+	// Priority orders modules within a tier (higher first) and decides which are shed
+	// first on overrun (lower first); "critical" is never shed.
+	Priority Priority `yaml:"priority"`
+	// Issue 37 item 4: own lines for merging.
+	// Async runs the module after each tick, outside the tiers (see cycle.AsyncConfig).
+	Async bool `yaml:"async"`
+	// Timeout caps an asynchronous module's run (default 1s).
+	Timeout time.Duration `yaml:"timeout"`
 	// Builtin configures a builtin module.
 	Builtin *modules.Settings `yaml:"builtin"`
 	// HTTP configures an http module.

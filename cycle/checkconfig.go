@@ -33,9 +33,15 @@ func CheckConfig(cfg Config, plan *tiers.Plan) check.Config {
 		out.Breakers[name] = s.WithDefaults()
 	}
 	for _, pm := range plan.Modules {
+		if pm.Spec.Async {
+			out.Async = append(out.Async, pm.Spec.Name) // no line, no breaker (see async.go)
+			continue
+		}
 		out.Modules = append(out.Modules, checkModule(pm, ts, c, out.Breakers))
 	}
 	addResilienceChecks(&out, c, ts, plan)
+
+	checkGuards(cfg, plan, &out)
 	out.Emergency.Latch = c.Emergency.Latch
 	out.Emergency.RecoverAfter = c.Emergency.RecoverAfter
 	if cfg.Emergency.SkipTiers == nil {

@@ -114,6 +114,11 @@ type Config struct {
 	Bulkheads map[string]bulkhead.Settings
 	// RetryBudgets are the retry-amplification budgets, per tier and per named downstream.
 	RetryBudgets RetryBudgets
+
+	// Shedding, if set, sheds low-priority modules on overrun (see SheddingConfig).
+	Shedding *SheddingConfig
+	// Startup, if set, starts the cycle in the starting state (see StartupConfig).
+	Startup *StartupConfig
 }
 
 func (c Config) withDefaults() Config {
@@ -134,6 +139,16 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Tiers == nil {
 		c.Tiers = tiers.SeedTiers()
+	}
+	if c.Shedding != nil {
+		sh := *c.Shedding
+		if sh.AfterOverruns <= 0 {
+			sh.AfterOverruns = 3
+		}
+		if sh.RestoreAfter <= 0 {
+			sh.RestoreAfter = 10
+		}
+		c.Shedding = &sh
 	}
 	return c
 }
@@ -187,6 +202,8 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 	if cfg.DefaultTTL < 0 {
 		add("lastgood.default_ttl", "must be > 0")
 	}
+	ps = append(ps, validateGuards(cfg)...)
+	ps = append(ps, validateAsync(c, mods)...)
 	names := make(map[string]int, len(c.Tiers))
 	for i, t := range c.Tiers {
 		names[t.Name] = i

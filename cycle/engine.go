@@ -69,6 +69,14 @@ type Hooks struct {
 	// it (at the tick boundary where it applies), or a runtime registration with other
 	// settings was ignored (see Engine.RegisterBreaker).
 	OnBreakerConfig func(BreakerConfigEvent)
+
+	// OnShed is called at every step of load shedding, shed or restored.
+	OnShed func(ShedEvent)
+	// OnStartup is called when startup ends.
+	OnStartup func(StartupEvent)
+	// OnAsync is called when an asynchronous module's runs change state (ok to failing,
+	// failing to ok), once per change.
+	OnAsync func(AsyncEvent)
 }
 
 // Option configures an Engine.
@@ -126,6 +134,9 @@ type state struct {
 	skip     []bool   // per tier: skipped in emergency mode
 	tierMods [][]*modRT
 	lines    []*modRT // every module in summary order
+	// async are the asynchronous modules: planned, but outside the tiers and the summary's
+	// lines (see asyncBook).
+	async []*tiers.PlannedModule
 
 	brs map[string]*breaker.Breaker // the breakers the registry holds while st is in force
 
@@ -280,6 +291,9 @@ type Engine struct {
 	lastExtras, lastDegraded int
 	// How long the engine last waited for a spinning segment (see Engine.wait); guarded by tickMu.
 	lastWait time.Duration
+
+	guard guards    // load shedding and startup (guards.go)
+	async asyncBook // asynchronous modules (async.go)
 }
 
 // New validates cfg and mods and returns an engine. Modules start in the first tick.
@@ -296,6 +310,7 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 		lg:     lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
 		hub:    faultsummary.NewHub(),
 	}
+	e.guard.starting.Store(cfg.Startup != nil) // not ready before the first tick either
 	e.subs = append(e.subs, hubSubscriber(e.hub))
 	for _, h := range o.hooks {
 		e.subs = append(e.subs, hooksSubscriber(h))
@@ -517,6 +532,10 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 	st.tierMods = make([][]*modRT, len(st.cfg.Tiers))
 	for i := range st.plan.Modules { // sorted by tier: the order the runners visit them
 		pm := &st.plan.Modules[i]
+		if pm.Spec.Async {
+			st.async = append(st.async, pm) // no runtime in the tiers, no breaker
+			continue
+		}
 		reg := st.regs[pm.Spec.Name]
 		rt := &modRT{id: reg.id, name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
 			policy: decide.Policy{Policy: pm.Policy,
@@ -659,7 +678,7 @@ func (e *Engine) Blackboard() []blackboard.Entry {
 			Seq: sv.Seq, Written: sv.Written, Source: sv.Source, Stale: sv.Stale, Expired: sv.Expired,
 			Age: time.Duration(sv.AgeMs * float64(time.Millisecond)), DerivedFromStale: sv.DerivedFromStale})
 	}
-	return out
+	return e.asyncEntries(s, out)
 }
 
 // ModuleInfo is what the engine knows about a module.
@@ -709,6 +728,7 @@ func (e *Engine) Modules() []ModuleInfo {
 			out = append(out, mi)
 		}
 	}
+	out = e.asyncInfos(st, now, seen, out)
 	e.cfgMu.Lock()
 	d := e.desired
 	e.cfgMu.Unlock()
@@ -759,6 +779,7 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.pool.close()
+	e.async.stop()
 	e.lines.stop()
 	if e.timer != nil {
 		e.timer.Stop()

@@ -15,6 +15,10 @@ const (
 	evEmergency                      // emergency mode entered or left
 	evAbandon                        // a module abandoned at its tier deadline
 	evApply                          // a configuration applied at a tick boundary
+	// Issue 37 items 3, 4, 6: own lines for merging.
+	evShed    // a step of load shedding
+	evStartup // the end of startup
+	evAsync   // an asynchronous module's run ended in a new state
 )
 
 // The events of the resilience additions (issue 37), in their own block so that other
@@ -38,6 +42,9 @@ type event struct {
 	module    string // evAbandon
 	version   uint64 // evApply
 	brConfig  *BreakerConfigEvent
+	shed      ShedEvent    // evShed
+	startup   StartupEvent // evStartup
+	async     AsyncEvent   // evAsync
 }
 
 // subscriber receives the engine's events (by value: publishing allocates nothing).
@@ -64,6 +71,10 @@ func hubSubscriber(hub *faultsummary.Hub) subscriber {
 		case evEmergency:
 			em := ev.emergency
 			hub.Publish(faultsummary.Event{Type: faultsummary.EventEmergency, Emergency: &em})
+		case evShed:
+			sh := ev.shed
+			hub.Publish(faultsummary.Event{Type: faultsummary.EventShed, Shed: &faultsummary.ShedEvent{TickID: sh.TickID,
+				Shed: sh.Shed, Level: sh.Level, Modules: sh.Modules, Reason: sh.Reason}})
 		}
 	}
 }
@@ -100,6 +111,9 @@ func hooksSubscriber(h Hooks) subscriber {
 			if h.OnBreakerConfig != nil {
 				h.OnBreakerConfig(*ev.brConfig)
 			}
+
+		default:
+			guardHooks(h, ev)
 		}
 	}
 }
@@ -112,5 +126,23 @@ func moduleEvents(ev event, f func(ModuleEvent)) {
 		f(ModuleEvent{TickID: ev.tick, Module: rt.name, Tier: st.cfg.Tiers[rt.planned.TierIndex].Name,
 			Status: r.status.Public(), Attempts: int(r.attempts), Latency: r.latency, Kind: r.kind,
 			Err: r.err(rt)})
+	}
+}
+
+// guardHooks calls the hooks of load shedding, startup and asynchronous modules for ev.
+func guardHooks(h Hooks, ev event) {
+	switch ev.kind {
+	case evShed:
+		if h.OnShed != nil {
+			h.OnShed(ev.shed)
+		}
+	case evStartup:
+		if h.OnStartup != nil {
+			h.OnStartup(ev.startup)
+		}
+	case evAsync:
+		if h.OnAsync != nil {
+			h.OnAsync(ev.async)
+		}
 	}
 }

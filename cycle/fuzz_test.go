@@ -39,16 +39,23 @@ import (
 //	    bit 4 jitter on, bit 5 a retry budget on the knowledge tier and a bulkhead wait,
 //	    bit 6 the shared breaker is a rate breaker
 //	[1] modules: bit 0 → 1–2 safety modules, bits 1–2 → 0–3 knowledge, bits 3–4 → 0–3 planning
-//	[2] emergency reset before tick (b % 32, 0 = none); [3] breaker reset before tick
-//	    (b % 32, 0 = none); [4] which breaker
-//	then 2 bytes per module (spec: in the second, bit 4 names the bulkhead, bit 5 sets
-//	on_reject fail, bit 6 names the downstream retry budget), then per tick: 1 gap byte and 1 behaviour byte per module.
+//	[2] emergency reset before tick (b % 32, 0 = none); bit 5 load shedding (target 30ms),
+//	    bit 6 startup (timeout 1s), bit 7 an asynchronous module bg (behaving as the first
+//	    module, timeout 60ms); [3] breaker reset before tick (b % 32, 0 = none); [4] which breaker
+//	then 2 bytes per module (spec: bit 7 of each is a bit of its priority, 3 meaning
+//	critical; in the second, bit 4 names the bulkhead, bit 5 sets on_reject fail, bit 6
+//	names the downstream retry budget), then per tick: 1 gap byte and 1 behaviour byte per module.
 //
 // To explore past a known engine bug, CYCLED_FUZZ_IGNORE=rule,rule lists rules whose
 // violations are logged instead of failing (never set it in CI); CYCLED_FUZZ_TRACE=1 logs
 // every summary (with -v and -run FuzzEngine/<seed>).
 func FuzzEngine(f *testing.F) {
 	f.Add([]byte{})
+	// Issue 37: load shedding, startup and an asynchronous module, with slow, hanging and
+	// failing modules of several priorities.
+	f.Add([]byte{0xE0, 0x1F, 0, 0, 0, 0, 0x10, 0, 0x20, 0, 0x30, 0, 0x40, 0, 0x10, 0, 0x20, 0, 0x50,
+		5, 0, 0x8C, 0xDD, 0xE, 0x1C, 0x8C, 0x8C, 2, 0x8C, 0x5E, 0xD, 0xFC, 0xFC, 0xFC, 3, 0, 0x8C, 0x8C, 0x8C,
+		0xFC, 0xFC, 0xFC, 0xFC, 4, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0x8C, 0x8C, 0x8C})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sch := decodeSchedule(data)
 		synctest.Test(t, func(t *testing.T) { runSchedule(t, sch) })
@@ -84,6 +91,8 @@ type modPlan struct {
 	attempts  int
 	// Issue 37: the bulkhead, its on_reject, and the downstream retry budget.
 	bulkhead, rejectFail, budget bool
+	priority                     int  // issue 37
+	critical                     bool // issue 37
 }
 
 type schedule struct {
@@ -93,6 +102,9 @@ type schedule struct {
 	jitter       bool
 	resil        bool // a tier retry budget and a bulkhead wait (issue 37)
 	rateBreaker  bool // the shared breaker is a rate breaker (issue 37)
+	shedding     bool // issue 37
+	startup      bool // issue 37
+	async        bool // issue 37
 	emReset      int
 	brReset      int
 	brResetWhich int
@@ -131,7 +143,9 @@ func decodeSchedule(data []byte) schedule {
 	s.resil, s.rateBreaker = fl&32 != 0, fl&64 != 0
 	n := r.next()
 	counts := [3]int{1 + int(n&1), int(n >> 1 & 3), int(n >> 3 & 3)}
-	s.emReset = int(r.next() % 32)
+	em := r.next()
+	s.emReset = int(em % 32)
+	s.shedding, s.startup, s.async = em&32 != 0, em&64 != 0, em&128 != 0
 	s.brReset = int(r.next() % 32)
 	s.brResetWhich = int(r.next())
 	for ti, c := range counts {
@@ -139,7 +153,8 @@ func decodeSchedule(data []byte) schedule {
 			a, b := r.next(), r.next()
 			m := modPlan{name: fmt.Sprintf("m%d%d", ti, j), tier: ti, policy: tiers.Policy(a & 3),
 				every: [4]int{1, 1, 2, 3}[a>>2&3], emergency: a&16 != 0, shared: a&32 != 0 && ti > 0,
-				ttl: fuzzTTLs[b&3], attempts: int(b >> 2 & 3)}
+				ttl: fuzzTTLs[b&3], attempts: int(b >> 2 & 3), priority: int(a>>7)<<1 | int(b>>7)}
+			m.critical = m.priority == 3
 			if a&64 != 0 {
 				m.onOpen = tiers.Fail
 			}
@@ -263,25 +278,7 @@ func runSchedule(t *testing.T, sch schedule) {
 	}
 	fuzzResilience(&cfg, &sch)
 	var overlap atomic.Int32
-	var regs []cycle.Registration
-	for i, mp := range sch.mods {
-		spec := tiers.ModuleSpec{Name: mp.name, Tier: ts[mp.tier].Name, Policy: mp.policy, Every: mp.every,
-			Emergency: mp.emergency, OnOpen: mp.onOpen, TTL: mp.ttl, MaxAttempts: mp.attempts}
-		if mp.shared {
-			spec.Breaker = "ext"
-		}
-		if mp.bulkhead {
-			spec.Bulkhead = "db"
-		}
-		if mp.rejectFail {
-			spec.OnReject = tiers.Fail
-		}
-		if mp.budget {
-			spec.RetryBudget = "llm"
-		}
-		regs = append(regs, cycle.Registration{Spec: spec,
-			Module: &fuzzModule{sch: &sch, idx: i, budget: ts[mp.tier].Budget, overlap: &overlap}})
-	}
+	regs := fuzzRegistrations(&sch, &cfg, &overlap)
 	c, err := cycle.NewChecker(cfg, regs)
 	if err != nil {
 		t.Fatalf("schedule gives an invalid configuration: %v", err)
@@ -353,11 +350,13 @@ func runSchedule(t *testing.T, sch schedule) {
 
 func describe(sch *schedule) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "latch %v recover_after %d skip_only_knowledge %v jitter %v em_reset %d br_reset %d/%d resil %v rate %v\n",
-		sch.latch, sch.recoverAfter, sch.skipOnlyK, sch.jitter, sch.emReset, sch.brReset, sch.brResetWhich, sch.resil, sch.rateBreaker)
+	fmt.Fprintf(&b, "latch %v recover_after %d skip_only_knowledge %v jitter %v em_reset %d br_reset %d/%d resil %v rate %v shedding %v startup %v async %v\n",
+		sch.latch, sch.recoverAfter, sch.skipOnlyK, sch.jitter, sch.emReset, sch.brReset, sch.brResetWhich, sch.resil, sch.rateBreaker,
+		sch.shedding, sch.startup, sch.async)
 	for _, m := range sch.mods {
-		fmt.Fprintf(&b, "  %s tier %d policy %q every %d emergency %v shared %v on_open %s ttl %+v attempts %d bulkhead %v reject_fail %v budget %v\n",
-			m.name, m.tier, m.policy, m.every, m.emergency, m.shared, m.onOpen, m.ttl, m.attempts, m.bulkhead, m.rejectFail, m.budget)
+		fmt.Fprintf(&b, "  %s tier %d policy %q every %d emergency %v shared %v on_open %s ttl %+v attempts %d bulkhead %v reject_fail %v budget %v priority %d critical %v\n",
+			m.name, m.tier, m.policy, m.every, m.emergency, m.shared, m.onOpen, m.ttl, m.attempts, m.bulkhead, m.rejectFail, m.budget,
+			m.priority, m.critical)
 	}
 	for k := range fuzzTicks {
 		fmt.Fprintf(&b, "  tick %2d gap %-6s", k+1, sch.gaps[k])
@@ -373,9 +372,9 @@ func describe(sch *schedule) string {
 func brief(s *faultsummary.Summary) string {
 	var b strings.Builder
 	em, _ := json.Marshal(s.Emergency)
-	fmt.Fprintf(&b, "  tick %d %s %s emergency %s started %s wall %vms retry %v open %v half %v degraded %q budget %v retry_budget_exhausted %v\n",
+	fmt.Fprintf(&b, "  tick %d %s %s emergency %s started %s wall %vms retry %v open %v half %v degraded %q budget %v retry_budget_exhausted %v state %q shed %+v async %+v\n",
 		s.TickID, s.Finish, s.OverallSeverity, em, s.StartedAt.Format("15:04:05.000000"), s.WallMs, s.RetryCounts,
-		s.OpenCircuits, s.HalfOpenCircuits, s.DegradedKeys, s.BudgetViolations, s.RetryBudgetExhausted)
+		s.OpenCircuits, s.HalfOpenCircuits, s.DegradedKeys, s.BudgetViolations, s.RetryBudgetExhausted, s.CycleState, s.Shed, s.Async)
 	for _, t := range s.Tiers {
 		fmt.Fprintf(&b, "  tier %s %s %vms exhausted %v\n", t.Name, t.Status, t.ElapsedMs, t.BudgetExhausted)
 	}
@@ -401,5 +400,48 @@ func fuzzResilience(cfg *cycle.Config, sch *schedule) {
 	if sch.rateBreaker {
 		cfg.Breakers["ext"] = breaker.Settings{Kind: breaker.Rate, Window: 4, MinTicks: 2, FailureRate: 0.5,
 			Cooldown: 500 * time.Millisecond, HalfOpenProbes: 2, HalfOpenSuccesses: 2}
+	}
+}
+
+// fuzzRegistrations returns the schedule's modules, and sets the load shedding and
+// startup configuration it asks for (issue 37).
+func fuzzRegistrations(sch *schedule, cfg *cycle.Config, overlap *atomic.Int32) []cycle.Registration {
+	ts := cfg.Tiers
+	if sch.shedding {
+		cfg.Shedding = &cycle.SheddingConfig{AfterOverruns: 2, RestoreAfter: 2, Target: 30 * time.Millisecond}
+	}
+	if sch.startup {
+		cfg.Startup = &cycle.StartupConfig{Timeout: time.Second}
+	}
+	var regs []cycle.Registration
+	for i, mp := range sch.mods {
+		spec := tiers.ModuleSpec{Name: mp.name, Tier: ts[mp.tier].Name, Policy: mp.policy, Every: mp.every,
+			Emergency: mp.emergency, OnOpen: mp.onOpen, TTL: mp.ttl, MaxAttempts: mp.attempts,
+			Priority: mp.priority, Critical: mp.critical}
+		if mp.shared {
+			spec.Breaker = "ext"
+		}
+		fuzzResilienceSpec(&spec, mp)
+		regs = append(regs, cycle.Registration{Spec: spec,
+			Module: &fuzzModule{sch: sch, idx: i, budget: ts[mp.tier].Budget, overlap: overlap}})
+	}
+	if sch.async {
+		regs = append(regs, cycle.Registration{Spec: tiers.ModuleSpec{Name: "bg", Tier: ts[1].Name, Async: true,
+			Timeout: 60 * time.Millisecond}, Module: &fuzzModule{sch: sch, idx: 0, budget: ts[0].Budget, overlap: overlap}})
+	}
+	return regs
+}
+
+// fuzzResilienceSpec names the bulkhead, its on_reject and the downstream retry budget the
+// module plan asks for (issue 37).
+func fuzzResilienceSpec(spec *tiers.ModuleSpec, mp modPlan) {
+	if mp.bulkhead {
+		spec.Bulkhead = "db"
+	}
+	if mp.rejectFail {
+		spec.OnReject = tiers.Fail
+	}
+	if mp.budget {
+		spec.RetryBudget = "llm"
 	}
 }

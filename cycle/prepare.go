@@ -109,6 +109,6 @@ func (e *Engine) publish(st *state) {
 // unprepared returns a copy of st without what prepare derives from it.
 func (st *state) unprepared() *state {
 	cp := *st
-	cp.tierMods, cp.lines, cp.brs, cp.carry, cp.degraded = nil, nil, nil, nil, nil
+	cp.tierMods, cp.lines, cp.brs, cp.carry, cp.degraded, cp.async, cp.resil = nil, nil, nil, nil, nil, nil, nil
 	return &cp
 }

@@ -60,6 +60,13 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 		e.em = e.em.Reset()
 	}
 	s, tl := e.newSummary(st, id, scheduled, start)
+	e.beginGuards(st, s)
+	if e.async.forSt != st {
+		e.syncAsync(st)
+	}
+	if e.async.ctx != nil {
+		e.collectAsync(s)
+	}
 	e.runTiers(ctx, st, s, tl)
 	end := e.clock.Now()
 	s.FinishedAt = end
@@ -67,6 +74,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	if p := st.cfg.Period; p > 0 && end.Sub(scheduled) > p {
 		s.Overrun = true
 	}
+	e.endGuards(st, s, end)
 	s.EmergencyMode = e.em.Active
 	s.Emergency = faultsummary.Emergency{Active: e.em.Active, SinceTick: e.em.Since, Reason: e.em.Reason,
 		Latched: e.em.Active && e.em.Latched, HealthyTicks: e.em.Healthy, EndedTick: e.em.EndedTick}
@@ -80,6 +88,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	s.OverallSeverity = s.ComputeSeverity()
 	e.lastExtras, e.lastDegraded = len(tl.ex), len(s.DegradedKeys)
 	e.publishTick(st, s, tl)
+	e.startAsync(id)
 	if e.running.Load() {
 		e.lines.request(len(st.lines)) // for the next scheduled tick, off its critical path
 	}
@@ -129,7 +138,10 @@ func (e *Engine) runTiers(ctx context.Context, st *state, s *faultsummary.Summar
 		// the tier that ended the segment, the first one with work left here.
 		var out tierOutcome
 		out, ti = e.runTier(ctx, st, ti, s.TickID, s.StartedAt, s, tl)
-		if ti == 0 {
+		switch {
+		case ti == 0 && e.guard.startup.Starting:
+			stop = e.evalStartup(st, s, tl, out) // no emergency while starting
+		case ti == 0:
 			e.evalEmergency(st, s.TickID, out)
 		}
 		if fin, ok := out.Stop(ti); ok {
@@ -180,7 +192,8 @@ type tierOutcome struct {
 }
 
 func (e *Engine) runTier(ctx context.Context, st *state, ti int, id uint64, tickStart time.Time, s *faultsummary.Summary, tl *tickLines) (tierOutcome, int) {
-	seg := &segment{st: st, ctx: ctx, s: s, tl: tl, tick: id, tickStart: tickStart, emergency: e.em.Active, done: make(chan struct{})}
+	seg := &segment{st: st, ctx: ctx, s: s, tl: tl, tick: id, tickStart: tickStart, emergency: e.em.Active, done: make(chan struct{}),
+		starting: e.guard.startup.Starting, shed: e.guard.shedSet}
 	now := e.clock.Now()
 	if st.cfg.Timing == Precise && e.maySpin(now) {
 		seg.margin = st.cfg.PreciseMargin
@@ -319,7 +332,7 @@ const smallTier = 16
 // minBudgetAfter returns the shortest budget of the tiers after ti that the segment
 // could still start (ok=false: none, the segment cannot go on).
 func (seg *segment) minBudgetAfter(ti int) (time.Duration, bool) {
-	if seg.emergency {
+	if seg.emergency || seg.starting {
 		return 0, false
 	}
 	ts := seg.st.cfg.Tiers[ti+1:]

@@ -171,6 +171,8 @@ type segment struct {
 	done      chan struct{} // closed once end and out are set
 	end       *tierRun      // the tier handed back to the engine
 	out       tierOutcome   // its outcome, from the goroutine that ended and settled it
+	starting  bool          // the cycle is starting (see decide.Startup): it never chains
+	shed      []bool        // per summary line: shed by load shedding; nil when none is
 }
 
 // spins reports whether the segment's hand-offs spin (see Engine.spinWait): with precise
@@ -216,7 +218,7 @@ func (tr *tierRun) ended(chain bool) *tierRun {
 	tr.closed.Store(true) // a runner woken late finds nothing left to do
 	seg := tr.seg
 	out, now := tr.settle(nil, false)
-	if chain && !seg.emergency && !out.Decisive() && tr.tier+1 < len(seg.st.cfg.Tiers) {
+	if chain && !seg.emergency && !seg.starting && !out.Decisive() && tr.tier+1 < len(seg.st.cfg.Tiers) {
 		if tr.excN.Load() > 0 {
 			now = tr.e.clock.Now() // the next tier's budget starts after the exceptions
 		}
@@ -642,7 +644,7 @@ const (
 // and reports whether there was one.
 func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
 	ln.refusal = decide.Admit(decide.Gate{Tick: tr.tick, Every: rt.spec.Every, EmergencyOnly: rt.spec.Emergency,
-		Emergency: tr.emergency, Busy: busy})
+		Emergency: tr.emergency, Busy: busy, Shed: tr.seg.shed != nil && tr.seg.shed[rt.idx]})
 	if ln.refusal == decide.StillBusy {
 		w := rt.w
 		ln.busyFacts(w.runTick, time.Duration(tr.start.UnixNano()-w.runDeadline))
@@ -650,12 +652,9 @@ func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
 	return ln.refusal != decide.NotRefused
 }
 
-// process admits module j of tr and runs it inline or dispatches it. t is when its work
-// starts; it returns when the work ended (for the next module's start) and what it did.
-func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
-	rt := tr.mods[j]
-	w := rt.w
-	var busy uint64
+// admitPhase moves w's phase to admitting for tr's tick and returns the busy bit of a run
+// still outstanding from an earlier tick; mine is false if the phase is not tr's to take.
+func (tr *tierRun) admitPhase(w *worker) (busy uint64, mine bool) {
 	for {
 		old := w.phase.Load()
 		if phaseState(old) == phCommitting && phaseTick(old) < tr.tick {
@@ -664,14 +663,25 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		}
 		// A phase of this tick (or a later one, for a runner that outlived its tier) is not ours.
 		if phaseTick(old) >= tr.tick || tr.closed.Load() {
-			return t, notMine
+			return 0, false
 		}
 		busy = phaseBusy(old)
 		if w.phase.CompareAndSwap(old, phase(tr.tick, phAdmitting)|busy) {
-			break
+			return busy, true
 		}
 		// Lost to another admission (caught above next time round), to the engine at the
 		// deadline (likewise), or to a late run clearing its busy bit: look again.
+	}
+}
+
+// process admits module j of tr and runs it inline or dispatches it. t is when its work
+// starts; it returns when the work ended (for the next module's start) and what it did.
+func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
+	rt := tr.mods[j]
+	w := rt.w
+	busy, mine := tr.admitPhase(w)
+	if !mine {
+		return t, notMine
 	}
 	ln := tr.l.init(rt)
 	switch {

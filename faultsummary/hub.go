@@ -17,7 +17,18 @@ const (
 	EventBreaker EventType = "breaker"
 	// EventEmergency carries an emergency enter or leave.
 	EventEmergency EventType = "emergency"
+	// EventShed carries a step of load shedding (issue 37 item 3).
+	EventShed EventType = "shed"
 )
+
+// ShedEvent is a step of load shedding as streamed.
+type ShedEvent struct {
+	TickID  uint64   `json:"tick_id"`
+	Shed    bool     `json:"shed"` // false: a step restored
+	Level   int      `json:"level"`
+	Modules []string `json:"modules"`
+	Reason  string   `json:"reason"`
+}
 
 // BreakerEvent is a breaker transition as streamed.
 type BreakerEvent struct {
@@ -45,6 +56,7 @@ type Event struct {
 	Summary   *Summary        `json:"summary,omitempty"`
 	Breaker   *BreakerEvent   `json:"breaker,omitempty"`
 	Emergency *EmergencyEvent `json:"emergency,omitempty"`
+	Shed      *ShedEvent      `json:"shed,omitempty"` // issue 37 item 3
 }
 
 // Hub fans events out to subscribers without ever blocking the publisher.

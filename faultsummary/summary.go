@@ -84,6 +84,7 @@ const (
 // The statuses of the resilience additions (issue 37).
 const (
 	StatusRejected Status = "rejected" // refused by its bulkhead: not run
+	StatusShed     Status = "shed"     // shed on overrun: not run, its last-known-good value served
 )
 
 // Produced reports whether the status means the module produced a value this tick.
@@ -105,7 +106,8 @@ func (s Status) Nominal() bool {
 func (s Status) Valid() bool {
 	switch s {
 	case StatusOK, StatusRetried, StatusFailed, StatusTimedOut, StatusBusy, StatusOpen, StatusProbeOK,
-		StatusProbeFailed, StatusSkipped, StatusNotDue:
+		StatusProbeFailed, StatusSkipped, StatusNotDue,
+		StatusShed: // issue 37 item 3
 		return true
 	case StatusRejected: // issue 37, resilience additions
 		return true
@@ -140,6 +142,46 @@ type Emergency struct {
 	HealthyTicks int `json:"healthy_ticks"`
 	// EndedTick is the tick in which the last emergency ended; 0 if none ended.
 	EndedTick uint64 `json:"ended_tick,omitempty"`
+}
+
+// CycleStarting is the value of Summary.CycleState during startup.
+const CycleStarting = "starting"
+
+// StartupState is what a starting cycle waits for.
+type StartupState struct {
+	// Pending names the safety modules that have not succeeded once yet.
+	Pending []string `json:"pending"`
+	// TimeoutMs is the time startup may take before it enters emergency mode (0: none).
+	TimeoutMs float64 `json:"timeout_ms"`
+}
+
+// ShedState is what load shedding sheds.
+type ShedState struct {
+	// Level is the number of steps shed (each step one more priority class).
+	Level int `json:"level"`
+	// Modules names the modules shed, in summary order.
+	Modules []string `json:"modules"`
+	// Reason says why the latest step was shed.
+	Reason string `json:"reason"`
+	// SinceTick is the tick in which shedding began.
+	SinceTick uint64 `json:"since_tick"`
+}
+
+// AsyncRun is the end of one run of an asynchronous module.
+type AsyncRun struct {
+	// Name is the module's.
+	Name string `json:"name"`
+	// OriginTick is the tick after which the run started; its value is tagged with it.
+	OriginTick uint64 `json:"origin_tick"`
+	// Status is "ok" or "failed" ("timed_out" when it outlived its timeout).
+	Status Status `json:"status"`
+	// LatencyMs is how long it ran.
+	LatencyMs float64 `json:"latency_ms"`
+	// FaultKind and Error describe a failure.
+	FaultKind string `json:"fault_kind,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// Failures counts the module's consecutive failed runs, this one included.
+	Failures int `json:"failures,omitempty"`
 }
 
 // Tier is one tier's line in the summary.
@@ -235,6 +277,19 @@ type Summary struct {
 	// RetryBudgetExhausted names the retry-amplification budgets (a tier's, by the tier's
 	// name, or a named downstream's) that refused a retry in this tick.
 	RetryBudgetExhausted []string `json:"retry_budget_exhausted,omitempty"`
+
+	// Issue 37 items 3, 4, 6 (load shedding, async modules, startup): fields kept apart
+	// for merging.
+
+	// CycleState is "starting" while the cycle waits for every safety module to succeed
+	// once (see Startup); empty otherwise (the cycle runs, or emergency_mode says why not).
+	CycleState string `json:"cycle_state,omitempty"`
+	// Startup says what startup waits for, in the ticks of a cycle that is starting.
+	Startup *StartupState `json:"startup,omitempty"`
+	// Shed says which modules load shedding sheds in this tick and why; nil when none.
+	Shed *ShedState `json:"shed,omitempty"`
+	// Async lists the asynchronous modules whose runs ended since the previous tick.
+	Async []AsyncRun `json:"async,omitempty"`
 
 	lines  []Module // the whole module lines (SetModules, decoding, or materialised from src)
 	src    Lines    // the lines in a producer's compact form (SetLines); nil: lines holds them

@@ -36,6 +36,9 @@
 //	retry_budget_retries_total{budget}           counter (scrape time)
 //	retry_budget_refused_total{budget}           counter (scrape time)
 //	retry_budget_exhausted_total{budget}         counter (ticks listing it in retry_budget_exhausted)
+//	shed_steps_total{direction}, shed_level,     load shedding, startup and asynchronous
+//	starting, startup_timeouts_total,            modules (see guardMetrics)
+//	async_runs_total{module,status}
 //
 // Label values are bounded by the configuration (module, tier, breaker and key names).
 // Series of a module removed at runtime stay until the process restarts.
@@ -100,6 +103,8 @@ type Collectors struct {
 	linesID any                 // guarded by linesMu; the LinesIdentity of the last tick's lines
 
 	engine atomic.Pointer[cycle.Engine]
+
+	guard *guardMetrics // issue 37: shedding, startup, async modules (guards.go)
 }
 
 // New creates the cycled families and registers them on reg, together with the Go runtime
@@ -150,6 +155,7 @@ func New(reg *prometheus.Registry) *Collectors {
 		c.tierDuration, c.tierExhausted, c.moduleRuns, c.moduleAttempts, c.abandoned, c.breakerTransitions,
 		c.emergencyActive, c.emergencyEntries, c.lastGoodServed, c.lastGoodExpired, engineCollector{c},
 		resilienceCollector{c}, c.retryExhausted)
+	c.guard = newGuardMetrics(reg)
 	for _, col := range []prometheus.Collector{
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -169,12 +175,12 @@ func (c *Collectors) Registry() *prometheus.Registry { return c.reg }
 // Hooks returns the observer hooks that feed the collectors; pass them to cycle.New with
 // cycle.WithHooks. They never block.
 func (c *Collectors) Hooks() cycle.Hooks {
-	return cycle.Hooks{
+	return c.guard.hooks(cycle.Hooks{
 		OnTick:      c.observeTick,
 		OnBreaker:   c.observeBreaker,
 		OnEmergency: c.observeEmergency,
 		OnAbandon:   c.observeAbandon,
-	}
+	})
 }
 
 // Attach enables the scrape-time collectors that read e (breaker states, stream
@@ -201,6 +207,9 @@ func (c *Collectors) observeTick(s *faultsummary.Summary) {
 		c.lastTick.Set(float64(s.FinishedAt.UnixNano()) / 1e9)
 	}
 	c.emergencyActive.Set(boolValue(s.EmergencyMode))
+	if s.CycleState != "" || s.Async != nil {
+		c.guard.observeTick(s)
+	}
 	for i := range s.Tiers {
 		t := &s.Tiers[i]
 		if t.Status == faultsummary.TierSkipped {

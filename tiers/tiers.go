@@ -198,6 +198,14 @@ type ModuleSpec struct {
 	// RetryBudget names a downstream's retry budget the module's retries count against
 	// instead of its tier's.
 	RetryBudget string `json:"retry_budget,omitempty"`
+
+	// Critical: the module is never shed on overrun (priority: critical in the configuration).
+	Critical bool `json:"critical,omitempty"`
+	// Async: the module runs after each tick, outside the tiers, under Timeout; its value
+	// is written at the next tick boundary (issue 37 item 4).
+	Async bool `json:"async,omitempty"`
+	// Timeout caps an asynchronous module's run. Zero means 1s.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // Key returns the key the module writes.

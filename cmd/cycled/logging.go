@@ -149,7 +149,48 @@ func (l *eventLog) Hooks() cycle.Hooks {
 					zap.String("kind", ev.Kind.String()), zap.Error(ev.Err))
 			})
 		},
+		OnShed:    l.logShed,    // issue 37
+		OnStartup: l.logStartup, // issue 37
+		OnAsync:   l.logAsync,   // issue 37
 	}
+}
+
+// logShed logs a step of load shedding: WARN when a step is shed, INFO when restored.
+func (l *eventLog) logShed(ev cycle.ShedEvent) {
+	l.post(func() {
+		fields := []zap.Field{zap.Uint64("tick", ev.TickID), zap.Int("level", ev.Level), zap.Strings("modules", ev.Modules),
+			zap.String("reason", ev.Reason)}
+		if ev.Shed {
+			l.log.Warn("load shedding: a priority class shed", fields...)
+		} else {
+			l.log.Info("load shedding: a priority class restored", fields...)
+		}
+	})
+}
+
+// logStartup logs the end of startup: INFO when every safety module succeeded, ERROR when
+// it timed out into emergency mode.
+func (l *eventLog) logStartup(ev cycle.StartupEvent) {
+	l.post(func() {
+		if ev.TimedOut {
+			l.log.Error("startup timed out: entering emergency mode", zap.Uint64("tick", ev.TickID), zap.Strings("pending", ev.Pending))
+		} else {
+			l.log.Info("startup complete: every safety module succeeded once", zap.Uint64("tick", ev.TickID))
+		}
+	})
+}
+
+// logAsync logs an asynchronous module's change of state, once per change.
+func (l *eventLog) logAsync(ev cycle.AsyncEvent) {
+	l.post(func() {
+		if ev.Failing {
+			l.log.Warn("asynchronous module failing", zap.String("module", ev.Module), zap.Uint64("tick", ev.TickID),
+				zap.String("kind", ev.Kind.String()), zap.String("error", ev.Err))
+		} else {
+			l.log.Info("asynchronous module recovered", zap.String("module", ev.Module), zap.Uint64("tick", ev.TickID),
+				zap.Int("failures", ev.Failures))
+		}
+	})
 }
 
 // logReload logs the outcome of a reload attempt.

@@ -393,8 +393,24 @@ func (s *soak) remoteBody(name, tier string, httpKind bool, r *rand.Rand) []byte
 	case 1:
 		m["retry_budget"] = "gpu"
 	}
+
+	soakGuards(m, r)
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// soakGuards gives a runtime module a random priority (sometimes critical), and makes
+// one in five asynchronous with a short timeout (issue 37: load shedding and asynchronous
+// modules under random faults).
+func soakGuards(m map[string]any, r *rand.Rand) {
+	switch k := r.IntN(10); {
+	case k == 0:
+		m["priority"] = "critical"
+	case k < 2:
+		m["async"], m["timeout"] = true, "30ms"
+	default:
+		m["priority"] = r.IntN(5) - 2
+	}
 }
 
 func firstLine(b []byte) string {

@@ -98,17 +98,25 @@ func (b *book) configFor(s *faultsummary.Summary) (check.Config, string, error) 
 	for _, r := range regs {
 		known[r.Spec.Name] = true
 	}
+	names := make([]string, 0, s.NumModules()+len(s.Async))
 	for _, m := range s.Modules() {
-		if known[m.Name] {
+		names = append(names, m.Name)
+	}
+	for _, a := range s.Async { // asynchronous modules have no line (issue 37)
+		names = append(names, a.Name)
+	}
+	for _, name := range names {
+		if known[name] {
 			continue
 		}
-		body, ok := b.runtime[m.Name]
+		known[name] = true
+		body, ok := b.runtime[name]
 		if !ok {
-			return check.Config{}, "", fmt.Errorf("tick %d runs module %q, neither configured nor registered by the soak", s.TickID, m.Name)
+			return check.Config{}, "", fmt.Errorf("tick %d runs module %q, neither configured nor registered by the soak", s.TickID, name)
 		}
 		reg, err := config.DecodeModule(body)
 		if err != nil {
-			return check.Config{}, "", fmt.Errorf("runtime module %q: %w", m.Name, err)
+			return check.Config{}, "", fmt.Errorf("runtime module %q: %w", name, err)
 		}
 		regs = append(regs, reg)
 	}
@@ -208,8 +216,9 @@ type feed struct {
 	dump string // a directory for the summaries that break an invariant ("": none)
 
 	ch    chan *faultsummary.Summary
-	next  uint64 // the next tick id to check
-	fp    string // the module names of the configuration in force
+	next  uint64   // the next tick id to check
+	fp    string   // the module names of the configuration in force
+	async []string // the asynchronous modules of the configuration in force (issue 37)
 	mu    sync.Mutex
 	last  uint64 // the last tick id checked (read by others)
 	viols []violation
@@ -423,7 +432,7 @@ func (f *feed) process(s *faultsummary.Summary) {
 	for i, m := range s.Modules() {
 		names[i] = m.Name
 	}
-	if fp := strings.Join(names, ","); fp != f.fp {
+	if fp := strings.Join(names, ","); fp != f.fp || f.newAsync(s) {
 		cfg, _, err := f.book.configFor(s)
 		if err != nil {
 			f.errorf("%v", err)
@@ -433,6 +442,7 @@ func (f *feed) process(s *faultsummary.Summary) {
 			}
 			f.chk.Reconfigure(cfg)
 			f.fp = fp
+			f.async = cfg.Async
 		}
 	}
 	vs := f.chk.Check(s)
@@ -502,4 +512,16 @@ func (t *tickStats) percentile(p float64) float64 {
 	s := slices.Clone(t.lags)
 	slices.Sort(s)
 	return float64(s[min(len(s)-1, int(p*float64(len(s))))])
+}
+
+// newAsync reports whether s reports a run of an asynchronous module the checker's
+// configuration does not have: asynchronous modules have no line, so the lines'
+// fingerprint does not see a registration of one (issue 37).
+func (f *feed) newAsync(s *faultsummary.Summary) bool {
+	for _, a := range s.Async {
+		if !slices.Contains(f.async, a.Name) {
+			return true
+		}
+	}
+	return false
 }

@@ -58,7 +58,7 @@ func genModules() []module {
 	vs := "breaker: vector-store"
 	out = append(out, tierModules(1, "k", 0, map[int][]string{
 		0: {vs}, 1: {vs}, 2: {vs, "reads: [s_guard.result]"}, 3: {vs, "on_open: fail"},
-		5: {"policy: fail_fast"}, 6: {"reads: [s_guard.result]"}, 9: {"every: 3"},
+		5: {"policy: fail_fast"}, 6: {"reads: [s_guard.result]"}, 8: {"priority: critical"}, 9: {"every: 3"},
 	}, map[int]string{7: "fail_attempts: 1"})...) // k_07 is always retried once
 	gp := "breaker: gpu-pool"
 	// p_00 to p_02 share the gpu bulkhead (two permits) and the gpu retry budget; p_02
@@ -66,11 +66,11 @@ func genModules() []module {
 	gb := "bulkhead: gpu, retry_budget: gpu"
 	out = append(out, tierModules(2, "p", 1, map[int][]string{
 		0: {gp, gb}, 1: {gp, gb}, 2: {gp, gb, "on_reject: fail"}, 3: {"reads: [k_00.result, k_01.result]"},
-		4: {"every: 2"}, 7: {"reads: [k_00.result, k_01.result]"}, 8: {"every: 5"},
+		4: {"every: 2"}, 5: {"priority: -1"}, 7: {"reads: [k_00.result, k_01.result]"}, 8: {"every: 5"}, 10: {"priority: 7"},
 	}, map[int]string{6: "fail_rate: 0.02"})...) // p_06 is background noise
 	out = append(out, tierModules(3, "q", 2, map[int][]string{
 		3: {"reads: [p_00.result, k_00.result]"}, 5: {"idempotent: false", "max_attempts: 1"},
-		7: {"every: 10"}, 10: {"policy: abort"},
+		1: {"priority: -2"}, 7: {"every: 10"}, 10: {"policy: abort"},
 	}, nil)...)
 	out = append(out, tierModules(4, "e", 3, map[int][]string{
 		0: {"reads: [q_00.result]"}, 5: {"every: 4"}, 7: {"breaker: rate-api"}, 8: {"breaker: rate-api"},
@@ -128,6 +128,10 @@ func render(v variant, mods []module, s settings) string {
 	b.WriteString("backoff: {base: 200us, factor: 2, max: 1ms, jitter: 0.2}\n")
 	b.WriteString("emergency: {latch: false, recover_after: 3}\n")
 	b.WriteString("lastgood: {default_ttl: 1s}\n")
+	// Issue 37: overruns (injected spikes and hangs) shed the lowest priority classes;
+	// startup holds the tiers back until every safety module has succeeded once.
+	b.WriteString("shedding: {after_overruns: 3, restore_after: 10, floor: 5}\n")
+	b.WriteString("startup: {timeout: 5s}\n")
 	b.WriteString("tiers:\n")
 	tierExtra := [5]string{
 		"max_attempts: 1, policy: fail_fast, breaker: {failure_threshold: 2, cooldown: 1s, half_open_probes: 1, half_open_successes: 3}",

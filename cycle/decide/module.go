@@ -28,6 +28,9 @@ const (
 	NotDue
 	// Issue 37, resilience additions (bulkheads):
 	Rejected
+
+	// Issue 37 items 3, 4, 6 (load shedding, async modules, startup): own lines for merging.
+	Shed // shed on overrun (see Shedding)
 	numStatuses
 )
 
@@ -37,6 +40,8 @@ var statusNames = [numStatuses]faultsummary.Status{"", faultsummary.StatusOK, fa
 	faultsummary.StatusNotDue,
 	// Issue 37, resilience additions:
 	faultsummary.StatusRejected,
+
+	faultsummary.StatusShed, // issue 37 item 3
 }
 
 // Public returns the status as the summary names it ("" for None).
@@ -58,6 +63,8 @@ const (
 	BreakerOpen           // its breaker refused it
 	TierSkipped           // its tier is skipped (emergency mode, or the tick stopped)
 	Stopped               // the engine is closing: its worker no longer takes runs
+	// Issue 37 item 3 (load shedding): own line for merging.
+	ShedLoad // shed on overrun: a step of load shedding names it (see Shedding)
 )
 
 // The refusals of the resilience additions (issue 37), apart from the list above so
@@ -108,6 +115,9 @@ func StatusOf(o Outcome) Status {
 		return Open
 	case BulkheadFull:
 		return Rejected
+
+	case ShedLoad:
+		return Shed
 	default:
 		return Skipped
 	}
@@ -199,6 +209,7 @@ type Gate struct {
 	Emergency     bool // emergency mode is active this tick
 	TierSkipped   bool // the module's tier does not run this tick
 	Busy          bool // a run of an earlier tick has not returned
+	Shed          bool // load shedding sheds the module this tick (see Shedding.Sheds)
 }
 
 // Admit returns why the module is not run this tick, or NotRefused if its breaker is to
@@ -212,6 +223,10 @@ func Admit(g Gate) Refusal {
 		return TierSkipped
 	case g.Every > 1 && g.Tick%uint64(g.Every) != 0:
 		return NotDueTick
+	case g.Shed:
+		// Before busy: a shed module is not started, so an outstanding run of an earlier
+		// tick is no failure of this one.
+		return ShedLoad
 	case g.Busy:
 		return StillBusy
 	}
@@ -356,7 +371,9 @@ func judge(o Outcome, p Policy) Verdict {
 			v.Cause, v.Kind = CauseRejectFail, fault.KindControl
 		}
 		return v
-	case TierSkipped:
+	case TierSkipped, ShedLoad:
+		// Not run by the engine's choice: no failure, nothing on the breaker, the
+		// last-known-good value served stale.
 		return Verdict{Serve: Stale}
 	}
 	return Verdict{Serve: Kept} // not due, emergency-only, stopped: nothing to do

@@ -53,6 +53,10 @@ const (
 	RuleBreakerReopen   = "breaker_reopen"
 	RuleBreakerProbes   = "breaker_probes"
 	RuleBusy            = "busy_outstanding"
+	// Issue 37 items 3, 4, 6: own lines for merging (see guards.go).
+	RuleShed     = "shed"
+	RuleStarting = "starting"
+	RuleAsync    = "async"
 )
 
 // Rules lists every rule name, in the order of the package documentation.
@@ -65,6 +69,7 @@ func Rules() []string {
 		RuleBusy,
 		// Issue 37, resilience additions:
 		RuleBulkhead, RuleRetryBudget,
+		RuleShed, RuleStarting, RuleAsync, // issue 37
 	}
 }
 
@@ -107,6 +112,8 @@ type Checker struct {
 	prev    prevTick
 	ms      map[string]*modState
 	brs     map[string]*brState // own breakers, by breaker (= module) name
+
+	guard guardPrev // issue 37: what the previous summary said of startup (guards.go)
 
 	emResets []uint64            // operator emergency resets, by the tick after which they were made
 	brResets map[string][]uint64 // operator breaker resets, likewise
@@ -415,6 +422,7 @@ func (r *run) stateless() {
 	r.circuits()
 	r.probes()
 	r.resilience() // issue 37
+	r.guards()     // issue 37 (guards.go)
 }
 
 func (r *run) schema() {
@@ -624,6 +632,10 @@ func (r *run) tierRan(ti int, t *faultsummary.Tier, stopBy string) bool {
 	case r.emergencySkips(ti):
 		if t.Status != faultsummary.TierSkipped {
 			r.add(RuleEmergencySkip, "tier %q has status %s in emergency mode; it is in emergency.skip_tiers", t.Name, t.Status)
+		}
+	case ti > 0 && r.s.CycleState == faultsummary.CycleStarting: // issue 37 item 6
+		if t.Status != faultsummary.TierSkipped {
+			r.add(RuleStarting, "tier %q has status %s while the cycle is starting", t.Name, t.Status)
 		}
 	case t.Status == faultsummary.TierSkipped:
 		if ti > 0 && ti < len(r.c.skip) && r.c.skip[ti] {
@@ -1080,6 +1092,10 @@ func (r *run) emergency() {
 	if em.Latched && (!em.Active || !c.cfg.Emergency.Latch) {
 		r.add(RuleEmergencyLeave, "emergency latched while active %v and latch %v", em.Active, c.cfg.Emergency.Latch)
 	}
+	if s.CycleState == faultsummary.CycleStarting {
+		r.startingEmergency() // issue 37 item 6: no emergency while starting
+		return
+	}
 	if safetyFailed && (!s.EmergencyMode || em.HealthyTicks != 0) {
 		r.add(RuleEmergencyEnter, "safety failure (%s) but emergency_mode %v with %d healthy ticks", by, s.EmergencyMode, em.HealthyTicks)
 	}
@@ -1132,6 +1148,7 @@ func (r *run) emergencyFromCalm(p faultsummary.Emergency, safetyFailed bool, by 
 		if em.Active && (em.SinceTick != s.TickID || em.Latched != c.cfg.Emergency.Latch) {
 			r.add(RuleEmergencyEnter, "entered on a safety failure (%s) with since_tick %d latched %v, want %d %v", by, em.SinceTick, em.Latched, s.TickID, c.cfg.Emergency.Latch)
 		}
+	case em.Active && r.startupTimedOut():
 	case em.Active:
 		r.add(RuleEmergencyEnter, "entered emergency mode without a safety failure")
 	default:
@@ -1242,7 +1259,8 @@ func (r *run) ownBreaker(m *faultsummary.Module, mc *Module) {
 	}
 	x.failSure, x.failMaybe = countedFailure(m, mc, x.set)
 	notRun := x.st == faultsummary.StatusNotDue || x.st == faultsummary.StatusSkipped || x.st == faultsummary.StatusOpen ||
-		x.st == faultsummary.StatusRejected // a rejected module ran no attempt: no breaker event
+		x.st == faultsummary.StatusRejected || // a rejected module ran no attempt: no breaker event
+		x.st == faultsummary.StatusShed // issue 37: shed at admission
 	// Only the lazy open → half_open (any reader of the breaker's state half-opens it once
 	// the cooldown has passed) may happen on a tick the module did not run.
 	if notRun && x.C != x.P && !(x.P == brOpen && x.C == brHalf) {
@@ -1506,6 +1524,7 @@ func (c *Checker) update(r *run) {
 		p.lines[m.Name] = true
 	}
 	c.prev = p
+	c.guard = guardPrev{starting: s.CycleState == faultsummary.CycleStarting}
 	c.started = true
 	// Forget operator resets that can no longer show.
 	c.emResets = slices.DeleteFunc(c.emResets, func(after uint64) bool { return after+2 <= s.TickID })

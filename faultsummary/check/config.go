@@ -24,6 +24,16 @@ type Config struct {
 	// RetryBudgets are the retry-amplification budgets (issue 37): the tiers' by tier
 	// name, the named downstreams' by theirs.
 	RetryBudgets []RetryBudget
+
+	// Issue 37 items 3, 4, 6: own lines for merging.
+
+	// Shedding reports that load shedding is configured; ShedFloor is its floor, if any.
+	Shedding  bool
+	ShedFloor *int
+	// Startup reports that the startup state is configured.
+	Startup bool
+	// Async names the asynchronous modules (they have no module line).
+	Async []string
 }
 
 // RetryBudget is one retry-amplification budget: retries at most Ratio of first attempts
@@ -77,6 +87,9 @@ type Module struct {
 	OnReject tiers.OnOpen
 	// RetryBudget names the retry budget the module's retries count against ("" if none).
 	RetryBudget string
+	// Priority and Critical decide whether load shedding may shed the module (issue 37).
+	Priority int
+	Critical bool
 }
 
 // OwnBreaker reports whether the module uses its own breaker rather than a shared one.

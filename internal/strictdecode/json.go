@@ -46,6 +46,8 @@ func (d *Decoder) jsonTags(t reflect.Type) ([]string, string) {
 		return nil, "" // checked at the element, or any JSON value
 	case slices.Contains(d.sizes, t):
 		return []string{"!!str", "!!int"}, "a size such as \"1MiB\" or 1048576"
+	case reflect.PointerTo(t).Implements(jsonScalarType):
+		return reflect.New(t).Interface().(JSONScalar).JSONScalars()
 	case t == durationType:
 		return []string{"!!str"}, "a duration string such as \"150ms\""
 	case reflect.PointerTo(t).Implements(textUnmarshalerType), t.Kind() == reflect.String:
@@ -177,3 +179,12 @@ func jsonSequence(dec *json.Decoder, depth int) (*yaml.Node, error) {
 	}
 	return n, nil
 }
+
+// JSONScalar is a text type (encoding.TextUnmarshaler) that takes more JSON scalars than
+// strings: JSONScalars returns their node tags ("!!str", "!!int", …) and how to say what
+// is wanted. A module's priority, an integer or "critical", is one.
+type JSONScalar interface {
+	JSONScalars() (tags []string, want string)
+}
+
+var jsonScalarType = reflect.TypeFor[JSONScalar]()

@@ -139,6 +139,8 @@ type health struct {
 	WatchdogMs    float64   `json:"watchdog_ms,omitempty"`
 	EmergencyMode bool      `json:"emergency_mode"`
 	Subscribers   int       `json:"stream_subscribers"`
+	Role          string    `json:"role,omitempty"` // with ha: active or standby
+	HA            any       `json:"ha,omitempty"`
 	Error         *apiError `json:"error,omitempty"`
 }
 
@@ -155,6 +157,9 @@ func (s *server) health() health {
 	}
 	since := now.Sub(origin)
 	cfg := s.e.Config()
+	if s.haHealth(&h) {
+		return h // a standby: the watchdog watches an active daemon's own ticks
+	}
 	if cfg.Period == 0 {
 		h.Mode = "step"
 		return h
@@ -196,7 +201,7 @@ func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 	h := s.health()
 	h.Error = nil
 	status := http.StatusOK
-	if h.LastTickID == 0 && h.Mode != "step" {
+	if h.LastTickID == 0 && h.Mode != "step" && h.Role != "standby" {
 		status = http.StatusServiceUnavailable
 		h.Status = "not_ready"
 		h.Error = &apiError{Code: "no_tick_yet", Message: "no tick has completed yet"}

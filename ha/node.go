@@ -82,8 +82,10 @@ type Status struct {
 	Active *Leader `json:"active,omitempty"`
 	// Since is when the node took its role.
 	Since time.Time `json:"since"`
-	// Reason says why the node last stepped down or could not campaign.
+	// Reason says why the node last stepped down.
 	Reason string `json:"reason,omitempty"`
+	// Error is the last error of the election (etcd unreachable, …), cleared once active.
+	Error string `json:"error,omitempty"`
 	// IDs is the reserved tick-id window while active: [first, last].
 	IDs [2]uint64 `json:"ids,omitzero"`
 	// Refused counts ticks the gate refused while this node believed it was active.
@@ -105,6 +107,7 @@ type Node struct {
 	idMax    uint64    // guarded by mu: the last id reserved
 	since    time.Time // guarded by mu
 	reason   string    // guarded by mu
+	lastErr  string    // guarded by mu
 	leader   *Leader   // guarded by mu
 
 	refused  atomic.Uint64
@@ -200,7 +203,7 @@ func (n *Node) askStepDown(reason string) {
 func (n *Node) Status() Status {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	s := Status{Role: RoleStandby, Node: n.opts.Node, Since: n.since, Reason: n.reason, Refused: n.refused.Load()}
+	s := Status{Role: RoleStandby, Node: n.opts.Node, Since: n.since, Reason: n.reason, Error: n.lastErr, Refused: n.refused.Load()}
 	if n.leader != nil {
 		l := *n.leader
 		s.Active = &l

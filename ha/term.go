@@ -21,7 +21,7 @@ const retryWait = 250 * time.Millisecond
 func (n *Node) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if err := n.term(ctx); err != nil && ctx.Err() == nil {
-			n.setReason(err.Error())
+			n.setError(err.Error())
 			n.log.Warn("election", zap.Error(err))
 			select {
 			case <-ctx.Done():
@@ -102,7 +102,7 @@ func (n *Node) reign(ctx context.Context, sess *concurrency.Session, el *concurr
 	n.mu.Lock()
 	drainReasons(n.stepReq)
 	n.active, n.epoch, n.deadline, n.idFloor, n.idMax = true, epoch, deadline, w.first, w.last
-	n.since, n.reason = time.Now(), ""
+	n.since, n.lastErr = time.Now(), ""
 	n.mu.Unlock()
 	n.emit(Event{Kind: "ha_active", Node: n.opts.Node, Epoch: epoch, FirstTick: w.first, At: time.Now()})
 	reason := n.renew(ctx, sess, el, w)
@@ -214,10 +214,10 @@ func parseLeader(val []byte, rev int64) *Leader {
 	return &l
 }
 
-// setReason records why the node is not active.
-func (n *Node) setReason(r string) {
+// setError records the election's last error.
+func (n *Node) setError(e string) {
 	n.mu.Lock()
-	n.reason = r
+	n.lastErr = e
 	n.mu.Unlock()
 }
 

@@ -3,7 +3,6 @@ package ha
 import (
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,10 +124,9 @@ func New(o Options) (*Node, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: o.Endpoints, DialTimeout: o.DialTimeout,
-		Username: o.Username, Password: o.Password, TLS: o.TLS, Logger: o.Logger.Named("etcd").WithOptions(zap.IncreaseLevel(zap.ErrorLevel))})
+	cli, err := dial(o)
 	if err != nil {
-		return nil, fmt.Errorf("ha: etcd client: %w", err)
+		return nil, err
 	}
 	return &Node{opts: o, cli: cli, log: o.Logger, since: time.Now(),
 		stepReq: make(chan string, 1), extendCh: make(chan struct{}, 1)}, nil

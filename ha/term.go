@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 )
@@ -227,16 +226,4 @@ func drainReasons(ch chan string) {
 	case <-ch:
 	default:
 	}
-}
-
-// CurrentLeader reads the election's leader from etcd (for "cycled ha status").
-func CurrentLeader(ctx context.Context, cli *clientv3.Client, election string) (*Leader, error) {
-	resp, err := cli.Get(ctx, election+"/", clientv3.WithFirstCreate()...)
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, concurrency.ErrElectionNoLeader
-	}
-	return parseLeader(resp.Kvs[0].Value, resp.Kvs[0].CreateRevision), nil
 }

@@ -33,25 +33,35 @@ type group struct {
 // openGroup returns the group of cfg.HA, nil without one. The node is not running yet:
 // see start.
 func openGroup(cfg *config.Config, exp *exporter, log *zap.Logger) (*group, error) {
-	h := cfg.HA
-	if !h.Enabled() {
+	if !cfg.HA.Enabled() {
 		return nil, nil
 	}
-	tlsCfg, err := etcdTLS(h.Etcd.TLS)
+	o, err := haOptions(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("ha.etcd.tls: %w", err)
+		return nil, err
 	}
 	g := &group{exp: exp}
-	node, err := ha.New(ha.Options{Endpoints: h.Etcd.Endpoints, DialTimeout: h.Etcd.DialTimeout,
-		Username: h.Etcd.Username, Password: h.Etcd.Password, TLS: tlsCfg, Election: h.Election,
-		LeaseTTL: h.LeaseTTL, Margin: h.Margin(), Node: nodeName(h.Node, cfg.HTTP.Addr), Advertise: h.Advertise,
-		IDWindow: uint64(h.IDWindow), Logger: log.Named("ha"), BeforeActive: g.takeOver, OnEvent: g.event})
+	o.Logger, o.BeforeActive, o.OnEvent = log.Named("ha"), g.takeOver, g.event
+	node, err := ha.New(o)
 	if err != nil {
 		return nil, err
 	}
 	g.node = node
 	g.follower = ha.NewFollower(node, g.followed)
 	return g, nil
+}
+
+// haOptions returns the node options of cfg's ha section.
+func haOptions(cfg *config.Config) (ha.Options, error) {
+	h := cfg.HA
+	tlsCfg, err := etcdTLS(h.Etcd.TLS)
+	if err != nil {
+		return ha.Options{}, fmt.Errorf("ha.etcd.tls: %w", err)
+	}
+	return ha.Options{Endpoints: h.Etcd.Endpoints, DialTimeout: h.Etcd.DialTimeout,
+		Username: h.Etcd.Username, Password: h.Etcd.Password, TLS: tlsCfg, Election: h.Election,
+		LeaseTTL: h.LeaseTTL, Margin: h.Margin(), Node: nodeName(h.Node, cfg.HTTP.Addr), Advertise: h.Advertise,
+		IDWindow: uint64(h.IDWindow)}, nil
 }
 
 // etcdTLS returns the TLS configuration of f, nil when it names no file.

@@ -61,6 +61,9 @@ const usage = `Usage:
                                  outcomes; list every field that would differ (exit 1 if any)
   cycled recorder check|vacuum [--state DIR]
                                  check the recorder's database (integrity, size) or shrink it
+  cycled ha status|step-down [--config F] [--json]
+                                 show the active/standby group as etcd holds it, or ask
+                                 the active daemon to step down (a standby takes over)
 
 Run "cycled run --help" for the flags. Every configuration key can also be set from the
 environment: CYCLED_ and the key with '.' as '_' (CYCLED_HTTP_ADDR, CYCLED_CYCLE_PERIOD, …).
@@ -91,6 +94,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return replay(rest, stdout, stderr)
 	case "recorder":
 		return recorderCmd(rest, stdout, stderr)
+	case "ha":
+		return haCmd(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -68,6 +68,7 @@ type daemon struct {
 	url   string
 	proxy *proxy
 	log   string
+	cfg   string // its configuration file
 	done  chan struct{}
 }
 
@@ -107,6 +108,7 @@ modules:
   - {name: plan, tier: work, kind: builtin, builtin: {value: go}}
 `, period, port, dir, d.proxy.Addr(), name, leaseTTL, c.nats.URL(), c.subject)
 	path := filepath.Join(dir, "cycled.yaml")
+	d.cfg = path
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		c.t.Fatal(err)
 	}

@@ -30,8 +30,9 @@ const (
 	etcdSweep = 500 * time.Millisecond
 )
 
-// bin is the cycled binary under test, built once by TestMain from the repository.
-var bin string
+// bin is the cycled binary under test, consumerBin the Go consumer example, both built
+// once by TestMain from the repository.
+var bin, consumerBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "cycled-clustertest")
@@ -39,13 +40,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "cycled")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/cycled")
-	build.Dir = filepath.Join("..", "..")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build cycled:", err)
-		os.Exit(1)
+	bin, consumerBin = filepath.Join(dir, "cycled"), filepath.Join(dir, "nats-consumer")
+	for out, pkg := range map[string]string{bin: "./cmd/cycled", consumerBin: "./examples/nats-consumer"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Dir = filepath.Join("..", "..")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -155,6 +157,29 @@ func TestNATSRestart(t *testing.T) {
 		t.Errorf("%d summaries missing from the stream; the daemons reported %d dropped", missing, dropped)
 	}
 	t.Logf("%d summaries in the stream, %d missing, %d reported dropped", len(st.ticks), missing, dropped)
+	checkConsumers(t, c)
+}
+
+// checkConsumers runs the consumer examples, Go and Python, on the stream: each prints the
+// first summaries with the events between them, the same lines.
+func checkConsumers(t *testing.T, c *cluster) {
+	t.Helper()
+	goOut, err := exec.Command(consumerBin, "-url", c.nats.URL(), "-stream", "FLEET", "-subject", c.subject, "-n", "5").Output()
+	if err != nil {
+		t.Fatalf("Go consumer: %v", err)
+	}
+	py := exec.Command("python3", filepath.Join("..", "..", "examples", "nats-consumer", "consumer.py"),
+		"--url", c.nats.URL(), "--stream", "FLEET", "--subject", c.subject, "-n", "5")
+	pyOut, err := py.CombinedOutput()
+	if err != nil {
+		t.Fatalf("Python consumer: %v: %s", err, pyOut)
+	}
+	if n := strings.Count(string(goOut), "\nepoch "); !strings.HasPrefix(string(goOut), "event ha_active") || n != 5 {
+		t.Errorf("Go consumer printed:\n%s\nwant the ha_active event, then 5 summaries", goOut)
+	}
+	if string(goOut) != string(pyOut) {
+		t.Errorf("the consumers differ:\nGo:\n%s\nPython:\n%s", goOut, pyOut)
+	}
 }
 
 // missingTicks counts the ids missing inside each epoch's range in the stream (ids of an

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/lastgood"
 )
 
 // ErrNotAdmitted is returned by Tick when the engine's Gate refused the tick (a standby
@@ -47,10 +48,15 @@ type Handover struct {
 	// Emergency is the emergency state of the last tick of the previous active daemon;
 	// a latched emergency stays latched.
 	Emergency *faultsummary.Emergency
+	// LastGood are the previous active daemon's last-known-good values, with their
+	// write times: a module that fails in the first ticks serves them, tagged stale with
+	// their true age, until their TTL passes (a value already stored that is as recent or
+	// more is kept).
+	LastGood []lastgood.Entry
 }
 
-// TakeOver sets the state that the next tick continues from: the emergency state of h.
-// It is applied under the tick lock, so between two ticks.
+// TakeOver sets the state that the next tick continues from: the emergency state and the
+// last-known-good values of h. It is applied under the tick lock, so between two ticks.
 func (e *Engine) TakeOver(h Handover) {
 	e.tickMu.Lock()
 	defer e.tickMu.Unlock()
@@ -59,5 +65,14 @@ func (e *Engine) TakeOver(h Handover) {
 			Latched: em.Latched, Healthy: em.HealthyTicks, EndedTick: em.EndedTick}
 		view := *em
 		e.emView.Store(&view)
+	}
+	for _, lg := range h.LastGood {
+		if lg.Key == "" || lg.Written.IsZero() {
+			continue
+		}
+		if cur := e.lg.Get(lg.Key, lg.Written); cur.Quality != lastgood.Missing && !cur.Written.Before(lg.Written) {
+			continue // this engine's own value is as recent
+		}
+		e.lg.Put(lg)
 	}
 }

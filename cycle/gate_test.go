@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/lastgood"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -96,5 +98,43 @@ func TestTakeOver(t *testing.T) {
 		if !s.Emergency.Active || !s.Emergency.Latched || s.Emergency.SinceTick != 41 {
 			t.Fatalf("tick %d: emergency %+v, want the latched one of tick 41", s.TickID, s.Emergency)
 		}
+	}
+}
+
+// TestTakeOverLastGood: a module that fails in the first tick after a takeover serves the
+// previous active's value, stale, with its true age.
+func TestTakeOverLastGood(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	fails := tiers.ModuleFunc(func(context.Context, *tiers.Input) (any, error) {
+		return nil, errors.New("lidar offline")
+	})
+	ok := tiers.ModuleFunc(func(context.Context, *tiers.Input) (any, error) { return 1, nil })
+	e, err := cycle.New(cycle.Config{Tiers: []tiers.Tier{
+		{Name: "safety", Budget: 50 * time.Millisecond, MaxAttempts: 1},
+		{Name: "work", Budget: 50 * time.Millisecond, MaxAttempts: 1}}},
+		[]cycle.Registration{
+			{Spec: tiers.ModuleSpec{Name: "guard", Tier: "safety"}, Module: ok},
+			{Spec: tiers.ModuleSpec{Name: "lidar", Tier: "work", TTL: lastgood.TTL{Fixed: 5 * time.Second}}, Module: fails}},
+		cycle.WithClock(clock.NewFake(t0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.TakeOver(cycle.Handover{LastGood: []lastgood.Entry{
+		{Key: "lidar.result", Value: 7, Module: "lidar", TickID: 40, Written: t0.Add(-time.Second)},
+		{Key: "never.written"}, // no write time: ignored
+	}})
+	s, err := e.Tick(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served faultsummary.Served
+	for _, m := range s.Modules() {
+		if m.Name == "lidar" {
+			served = m.Served
+		}
+	}
+	if served.Source != blackboard.LastGood || !served.Stale || served.AgeMs != 1000 || served.Value != 7 {
+		t.Errorf("lidar served %+v; want the handed-over 7, stale, 1000 ms old", served)
 	}
 }

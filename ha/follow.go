@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/faultsummary"
 )
 
@@ -19,17 +20,22 @@ const (
 	followWait  = 2 * time.Second
 	followPause = 100 * time.Millisecond
 	maxSummary  = 16 << 20
+	// boardEvery is how often the follower reads the active's blackboard (its values),
+	// which a summary does not carry.
+	boardEvery = 500 * time.Millisecond
 )
 
 // Follower keeps a standby's view of the active daemon: it long-polls the active's
 // GET /ticks/latest and hands every newer summary to its sink (the standby's history, so
 // that its read API serves the active's state).
 type Follower struct {
-	node   *Node
-	client *http.Client
-	sink   func(*faultsummary.Summary)
-	latest atomic.Pointer[faultsummary.Summary]
-	last   uint64 // the highest id followed; Run's goroutine only
+	node    *Node
+	client  *http.Client
+	sink    func(*faultsummary.Summary)
+	latest  atomic.Pointer[faultsummary.Summary]
+	board   atomic.Pointer[[]blackboard.Entry]
+	last    uint64    // the highest id followed; Run's goroutine only
+	boarded time.Time // when the board was last read; Run's goroutine only
 }
 
 // NewFollower returns a follower of n's active daemon that hands summaries to sink.
@@ -39,6 +45,15 @@ func NewFollower(n *Node, sink func(*faultsummary.Summary)) *Follower {
 
 // Latest returns the newest summary followed (nil before any).
 func (f *Follower) Latest() *faultsummary.Summary { return f.latest.Load() }
+
+// Board returns the active's blackboard as last read (nil before any): the values its
+// modules last wrote, with their write times, for a takeover.
+func (f *Follower) Board() []blackboard.Entry {
+	if b := f.board.Load(); b != nil {
+		return *b
+	}
+	return nil
+}
 
 // Seen records a summary of this daemon's own: a later follow continues after it.
 func (f *Follower) Seen(s *faultsummary.Summary) { f.latest.Store(s) }
@@ -56,6 +71,11 @@ func (f *Follower) Run(ctx context.Context) {
 		}
 		if err := f.poll(ctx, st.Active.URL); err != nil {
 			pause(ctx, followPause)
+			continue
+		}
+		if time.Since(f.boarded) >= boardEvery {
+			f.boarded = time.Now()
+			f.readBoard(ctx, st.Active.URL)
 		}
 	}
 }
@@ -97,5 +117,24 @@ func pause(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-t.C:
+	}
+}
+
+// readBoard reads the active's blackboard; a failure keeps the last one read.
+func (f *Follower) readBoard(ctx context.Context, base string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/blackboard", nil)
+	if err != nil {
+		return
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Entries []blackboard.Entry `json:"entries"`
+	}
+	if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, maxSummary)).Decode(&v) == nil {
+		f.board.Store(&v.Entries)
 	}
 }

@@ -13,10 +13,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cycled/cycled/api"
+	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/ha"
+	"github.com/cycled/cycled/lastgood"
 	"github.com/cycled/cycled/modules"
 )
 
@@ -27,6 +29,7 @@ type group struct {
 	follower *ha.Follower
 	engine   *cycle.Engine
 	exp      *exporter
+	log      *zap.Logger
 	done     chan struct{}
 }
 
@@ -40,7 +43,7 @@ func openGroup(cfg *config.Config, exp *exporter, log *zap.Logger) (*group, erro
 	if err != nil {
 		return nil, err
 	}
-	g := &group{exp: exp}
+	g := &group{exp: exp, log: log.Named("ha")}
 	o.Logger, o.BeforeActive, o.OnEvent = log.Named("ha"), g.takeOver, g.event
 	node, err := ha.New(o)
 	if err != nil {
@@ -151,12 +154,28 @@ func (g *group) followed(s *faultsummary.Summary) {
 	g.engine.Events().Publish(faultsummary.Event{Type: faultsummary.EventTick, Summary: s})
 }
 
-// takeOver hands the state followed from the previous active daemon to the engine.
+// takeOver hands the state followed from the previous active daemon to the engine: its
+// last emergency state and its modules' last values.
 func (g *group) takeOver(uint64) {
-	if s := g.follower.Latest(); s != nil && g.engine != nil {
-		em := s.Emergency
-		g.engine.TakeOver(cycle.Handover{Emergency: &em})
+	if g.engine == nil {
+		return
 	}
+	var h cycle.Handover
+	if s := g.follower.Latest(); s != nil {
+		em := s.Emergency
+		h.Emergency = &em
+	}
+	for _, e := range g.follower.Board() {
+		if e.Source != blackboard.None && !e.Written.IsZero() {
+			h.LastGood = append(h.LastGood, lastgood.Entry{Key: e.Key, Value: e.Value, Module: e.Module, TickID: e.TickID, Written: e.Written})
+		}
+	}
+	g.engine.TakeOver(h)
+	fields := []zap.Field{zap.Int("last_good_values", len(h.LastGood))}
+	if h.Emergency != nil {
+		fields = append(fields, zap.Bool("emergency", h.Emergency.Active), zap.Bool("latched", h.Emergency.Latched))
+	}
+	g.log.Info("taking over", fields...)
 }
 
 // event exports a role change.

@@ -81,6 +81,9 @@ func newCluster(t testing.TB, n int) *cluster {
 	for i := range n {
 		c.daemons = append(c.daemons, c.start(fmt.Sprintf("d%d", i+1)))
 	}
+	for _, d := range c.daemons {
+		waitFor(t, 30*time.Second, d.name+" answering", func() bool { _, err := d.ha(); return err == nil })
+	}
 	return c
 }
 
@@ -95,7 +98,7 @@ func (c *cluster) start(name string) *daemon {
 http: {addr: "127.0.0.1:%d"}
 state_dir: %q
 log: {level: info, format: json}
-emergency: {latch: true}
+emergency: {latch: true, skip_tiers: []}
 ha:
   etcd: {endpoints: ["http://%s"], dial_timeout: 1s}
   election: /clustertest
@@ -107,8 +110,8 @@ tiers:
   - {name: safety, budget: 20ms, max_attempts: 1, breaker: {failure_threshold: 100}}
   - {name: work, budget: 20ms}
 modules:
-  - {name: guard, tier: safety, kind: builtin, builtin: {value: clear, fail_ticks: [[3, 4]]}}
-  - {name: plan, tier: work, kind: builtin, builtin: {value: go}}
+  - {name: guard, tier: safety, kind: builtin, builtin: {value: clear}}
+  - {name: plan, tier: work, kind: builtin, ttl: 10s, builtin: {value: go}}
 `, period, port, dir, d.proxy.Addr(), name, leaseTTL, c.nats.URL(), c.subject)
 	path := filepath.Join(dir, "cycled.yaml")
 	d.cfg = path
@@ -149,6 +152,19 @@ func (d *daemon) stop(t testing.TB) {
 		t.Errorf("%s did not stop", d.name)
 		d.signal(syscall.SIGKILL)
 		<-d.done
+	}
+}
+
+// faults POSTs a fault injection to module on d (admin routes answer on loopback).
+func (d *daemon) faults(t testing.TB, module, body string) {
+	t.Helper()
+	resp, err := client.Post(d.url+"/modules/"+module+"/faults", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: POST /modules/%s/faults: %s", d.name, module, resp.Status)
 	}
 }
 
@@ -193,6 +209,13 @@ type summary struct {
 		Active  bool `json:"active"`
 		Latched bool `json:"latched"`
 	} `json:"emergency"`
+	Modules []struct {
+		Name   string `json:"name"`
+		Served struct {
+			Source string  `json:"source"`
+			AgeMs  float64 `json:"age_ms"`
+		} `json:"served"`
+	} `json:"modules"`
 }
 
 // latest returns d's latest summary.

@@ -45,10 +45,24 @@ func TestKillActive(t *testing.T) {
 	c := newCluster(t, 3)
 	defer c.dumpLogs(t)
 	a, epoch := active(t, 30*time.Second, c.daemons...)
+	a.faults(t, "guard", `{"fail_rate": 1}`) // the safety module fails: a latched emergency
 	waitFor(t, 10*time.Second, "a latched emergency", func() bool {
 		s, err := a.latest()
 		return err == nil && s.Epoch == epoch && s.Emergency.Latched
 	})
+	a.faults(t, "guard", `{"reset": true}`)
+	for _, d := range c.others(a) {
+		d.faults(t, "plan", `{"fail_rate": 1}`) // whoever takes over: plan fails from its first tick
+	}
+	// The standbys hand over what they followed: let them follow the latched state and
+	// read the active's values (every 500 ms) first.
+	advance(t, a, epoch, 40)
+	for _, d := range c.others(a) {
+		waitFor(t, 5*time.Second, d.name+" following the latched emergency", func() bool {
+			s, err := d.latest()
+			return err == nil && s.Emergency.Latched
+		})
+	}
 	killed := time.Now()
 	a.signal(syscall.SIGKILL)
 	<-a.done
@@ -56,6 +70,13 @@ func TestKillActive(t *testing.T) {
 	s := ownTick(t, 5*time.Second, b, epoch2)
 	if !s.Emergency.Active || !s.Emergency.Latched {
 		t.Errorf("tick %d of the new active: emergency %+v, want the latched one", s.TickID, s.Emergency)
+	}
+	// plan fails on the new active: it serves the first one's last value, as old as it
+	// is (older than the failover).
+	for _, m := range s.Modules {
+		if m.Name == "plan" && (m.Served.Source != "last_good" || m.Served.AgeMs < float64(time.Since(killed).Milliseconds())-500) {
+			t.Errorf("tick %d of the new active: plan served %+v; want the first active's value, last_good", s.TickID, m.Served)
+		}
 	}
 	advance(t, b, epoch2, 10)
 	c.stopAll(t)

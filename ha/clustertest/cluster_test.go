@@ -87,35 +87,36 @@ func newCluster(t testing.TB, n int) *cluster {
 	return c
 }
 
-// start starts daemon name.
+// startLone starts a daemon without ha at 100 Hz, exporting to the cluster's NATS if
+// export (for the export's cost in start lag).
+func (c *cluster) startLone(export bool) *daemon {
+	c.t.Helper()
+	exp := ""
+	if export {
+		exp = fmt.Sprintf("export: {nats: {url: %q, stream: LAG, subject: %s}}\n", c.nats.URL(), c.subject)
+	}
+	return c.launch("lone", func(port int, dir, _ string) string {
+		return fmt.Sprintf("cycle: {period: 10ms}\nhttp: {addr: \"127.0.0.1:%d\"}\nstate_dir: %q\nlog: {level: warn, format: json}\n%s", port, dir, exp)
+	})
+}
+
+// start starts daemon name of the group.
 func (c *cluster) start(name string) *daemon {
+	c.t.Helper()
+	return c.launch(name, func(port int, dir, etcd string) string { return c.groupConfig(name, port, dir, etcd) })
+}
+
+// launch starts a daemon on a free port with the configuration cfg returns.
+func (c *cluster) launch(name string, cfg func(port int, dir, etcd string) string) *daemon {
 	c.t.Helper()
 	dir := c.t.(interface{ TempDir() string }).TempDir()
 	port := freePort(c.t)
 	d := &daemon{name: name, url: "http://127.0.0.1:" + strconv.Itoa(port), proxy: newProxy(c.t.(*testing.T), c.etcd),
 		log: filepath.Join(dir, "log"), done: make(chan struct{})}
-	cfg := fmt.Sprintf(`cycle: {period: %s}
-http: {addr: "127.0.0.1:%d"}
-state_dir: %q
-log: {level: info, format: json}
-emergency: {latch: true, skip_tiers: []}
-ha:
-  etcd: {endpoints: ["http://%s"], dial_timeout: 1s}
-  election: /clustertest
-  node: %s
-  lease_ttl: %s
-  id_window: 200
-export: {nats: {url: %q, stream: FLEET, subject: %s}}
-tiers:
-  - {name: safety, budget: 20ms, max_attempts: 1, breaker: {failure_threshold: 100}}
-  - {name: work, budget: 20ms}
-modules:
-  - {name: guard, tier: safety, kind: builtin, builtin: {value: clear}}
-  - {name: plan, tier: work, kind: builtin, ttl: 10s, builtin: {value: go}}
-`, period, port, dir, d.proxy.Addr(), name, leaseTTL, c.nats.URL(), c.subject)
+	text := cfg(port, dir, d.proxy.Addr())
 	path := filepath.Join(dir, "cycled.yaml")
 	d.cfg = path
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
 	logf, err := os.Create(d.log)
@@ -202,10 +203,11 @@ func (d *daemon) ha() (haStatus, error) {
 
 // summary is the part of a summary these tests read.
 type summary struct {
-	TickID    uint64    `json:"tick_id"`
-	Epoch     uint64    `json:"epoch"`
-	StartedAt time.Time `json:"started_at"`
-	Emergency struct {
+	TickID     uint64    `json:"tick_id"`
+	Epoch      uint64    `json:"epoch"`
+	StartLagMs float64   `json:"start_lag_ms"`
+	StartedAt  time.Time `json:"started_at"`
+	Emergency  struct {
 		Active  bool `json:"active"`
 		Latched bool `json:"latched"`
 	} `json:"emergency"`
@@ -391,4 +393,28 @@ func (c *cluster) dumpLogs(t testing.TB) {
 		}
 		t.Logf("--- %s ---\n%s", d.name, b)
 	}
+}
+
+// groupConfig is the configuration of daemon name of the group, on port, in dir,
+// reaching etcd at etcd.
+func (c *cluster) groupConfig(name string, port int, dir, etcd string) string {
+	return fmt.Sprintf(`cycle: {period: %s}
+http: {addr: "127.0.0.1:%d"}
+state_dir: %q
+log: {level: info, format: json}
+emergency: {latch: true, skip_tiers: []}
+ha:
+  etcd: {endpoints: ["http://%s"], dial_timeout: 1s}
+  election: /clustertest
+  node: %s
+  lease_ttl: %s
+  id_window: 200
+export: {nats: {url: %q, stream: FLEET, subject: %s}}
+tiers:
+  - {name: safety, budget: 20ms, max_attempts: 1, breaker: {failure_threshold: 100}}
+  - {name: work, budget: 20ms}
+modules:
+  - {name: guard, tier: safety, kind: builtin, builtin: {value: clear}}
+  - {name: plan, tier: work, kind: builtin, ttl: 10s, builtin: {value: go}}
+`, period, port, dir, etcd, name, leaseTTL, c.nats.URL(), c.subject)
 }

@@ -53,11 +53,26 @@ type Handover struct {
 	// their true age, until their TTL passes (a value already stored that is as recent or
 	// more is kept).
 	LastGood []lastgood.Entry
+	// OpenBreakers are the previous active daemon's open breakers, by name, with when
+	// they opened: the same breakers here open as of that time (see breaker.OpenSince).
+	OpenBreakers map[string]time.Time
 }
 
-// TakeOver sets the state that the next tick continues from: the emergency state and the
-// last-known-good values of h. It is applied under the tick lock, so between two ticks.
+// TakeOver sets the state that the next tick continues from: the emergency state, the
+// last-known-good values and the open breakers of h. It is applied between two ticks.
 func (e *Engine) TakeOver(h Handover) {
+	e.takeOverLocked(h)
+	// Breakers move outside the tick lock: their listeners are the engine's own.
+	for name, at := range h.OpenBreakers {
+		if b, ok := e.breakers.Get(name); ok {
+			b.OpenSince(at)
+		}
+	}
+}
+
+// takeOverLocked applies the emergency state and the last-known-good values of h under
+// the tick lock.
+func (e *Engine) takeOverLocked(h Handover) {
 	e.tickMu.Lock()
 	defer e.tickMu.Unlock()
 	if em := h.Emergency; em != nil {

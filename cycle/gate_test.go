@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/blackboard"
+	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/faultsummary"
@@ -136,5 +137,41 @@ func TestTakeOverLastGood(t *testing.T) {
 	}
 	if served.Source != blackboard.LastGood || !served.Stale || served.AgeMs != 1000 || served.Value != 7 {
 		t.Errorf("lidar served %+v; want the handed-over 7, stale, 1000 ms old", served)
+	}
+}
+
+// TestTakeOverBreakers: a breaker open on the previous active is open here, and the module
+// behind it is not run, until the cooldown counted from its opening has passed.
+func TestTakeOverBreakers(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	c := clock.NewFake(t0)
+	var runs atomic.Int64
+	mod := tiers.ModuleFunc(func(context.Context, *tiers.Input) (any, error) { runs.Add(1); return 1, nil })
+	ok := tiers.ModuleFunc(func(context.Context, *tiers.Input) (any, error) { return 1, nil })
+	e, err := cycle.New(cycle.Config{Tiers: []tiers.Tier{
+		{Name: "safety", Budget: 50 * time.Millisecond, MaxAttempts: 1},
+		{Name: "work", Budget: 50 * time.Millisecond, MaxAttempts: 1,
+			Breaker: breaker.Settings{FailureThreshold: 1, Cooldown: 10 * time.Second}}}},
+		[]cycle.Registration{
+			{Spec: tiers.ModuleSpec{Name: "guard", Tier: "safety"}, Module: ok},
+			{Spec: tiers.ModuleSpec{Name: "llm", Tier: "work"}, Module: mod}},
+		cycle.WithClock(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.TakeOver(cycle.Handover{OpenBreakers: map[string]time.Time{"llm": t0.Add(-8 * time.Second), "gone": t0}})
+	if _, err := e.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if runs.Load() != 0 {
+		t.Fatalf("the module behind the handed-over open breaker ran")
+	}
+	c.Advance(2 * time.Second) // the cooldown, counted from the opening, has passed
+	if _, err := e.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if runs.Load() != 1 {
+		t.Errorf("the module ran %d times after the cooldown, want 1 (a probe)", runs.Load())
 	}
 }

@@ -17,5 +17,6 @@
 // a window of ids in etcd (key <election>/tick-ids, written only while it holds the
 // leadership) and extends it ahead of use; a new active starts after the highest id
 // reserved. The emergency state is handed over from the last summary the standby
-// followed, so a latched emergency stays latched.
+// followed, so a latched emergency stays latched; the last-known-good values and the open
+// breakers from the active's blackboard and breakers, which the follower reads too.
 package ha

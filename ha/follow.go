@@ -34,6 +34,7 @@ type Follower struct {
 	sink    func(*faultsummary.Summary)
 	latest  atomic.Pointer[faultsummary.Summary]
 	board   atomic.Pointer[[]blackboard.Entry]
+	open    atomic.Pointer[map[string]time.Time]
 	last    uint64    // the highest id followed; Run's goroutine only
 	boarded time.Time // when the board was last read; Run's goroutine only
 }
@@ -51,6 +52,15 @@ func (f *Follower) Latest() *faultsummary.Summary { return f.latest.Load() }
 func (f *Follower) Board() []blackboard.Entry {
 	if b := f.board.Load(); b != nil {
 		return *b
+	}
+	return nil
+}
+
+// OpenBreakers returns the active's open (or half-open) breakers as last read, by name,
+// with when they opened (nil before any read).
+func (f *Follower) OpenBreakers() map[string]time.Time {
+	if m := f.open.Load(); m != nil {
+		return *m
 	}
 	return nil
 }
@@ -76,6 +86,7 @@ func (f *Follower) Run(ctx context.Context) {
 		if time.Since(f.boarded) >= boardEvery {
 			f.boarded = time.Now()
 			f.readBoard(ctx, st.Active.URL)
+			f.readBreakers(ctx, st.Active.URL)
 		}
 	}
 }
@@ -137,4 +148,35 @@ func (f *Follower) readBoard(ctx context.Context, base string) {
 	if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, maxSummary)).Decode(&v) == nil {
 		f.board.Store(&v.Entries)
 	}
+}
+
+// readBreakers reads the active's breakers and keeps the open ones; a failure keeps the
+// last ones read.
+func (f *Follower) readBreakers(ctx context.Context, base string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/breakers", nil)
+	if err != nil {
+		return
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Breakers []struct {
+			Name     string     `json:"name"`
+			State    string     `json:"state"`
+			OpenedAt *time.Time `json:"opened_at"`
+		} `json:"breakers"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, maxSummary)).Decode(&v) != nil {
+		return
+	}
+	open := map[string]time.Time{}
+	for _, b := range v.Breakers {
+		if b.State != "closed" && b.OpenedAt != nil {
+			open[b.Name] = *b.OpenedAt
+		}
+	}
+	f.open.Store(&open)
 }

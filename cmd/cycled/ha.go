@@ -155,7 +155,7 @@ func (g *group) followed(s *faultsummary.Summary) {
 }
 
 // takeOver hands the state followed from the previous active daemon to the engine: its
-// last emergency state and its modules' last values.
+// last emergency state, its modules' last values and its open breakers.
 func (g *group) takeOver(uint64) {
 	if g.engine == nil {
 		return
@@ -170,8 +170,9 @@ func (g *group) takeOver(uint64) {
 			h.LastGood = append(h.LastGood, lastgood.Entry{Key: e.Key, Value: e.Value, Module: e.Module, TickID: e.TickID, Written: e.Written})
 		}
 	}
+	h.OpenBreakers = g.follower.OpenBreakers()
 	g.engine.TakeOver(h)
-	fields := []zap.Field{zap.Int("last_good_values", len(h.LastGood))}
+	fields := []zap.Field{zap.Int("last_good_values", len(h.LastGood)), zap.Int("open_breakers", len(h.OpenBreakers))}
 	if h.Emergency != nil {
 		fields = append(fields, zap.Bool("emergency", h.Emergency.Active), zap.Bool("latched", h.Emergency.Latched))
 	}

@@ -211,7 +211,8 @@ type summary struct {
 		Active  bool `json:"active"`
 		Latched bool `json:"latched"`
 	} `json:"emergency"`
-	Modules []struct {
+	OpenCircuits []string `json:"open_circuits"`
+	Modules      []struct {
 		Name   string `json:"name"`
 		Served struct {
 			Source string  `json:"source"`

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,9 +52,13 @@ func TestKillActive(t *testing.T) {
 		return err == nil && s.Epoch == epoch && s.Emergency.Latched
 	})
 	a.faults(t, "guard", `{"reset": true}`)
-	for _, d := range c.others(a) {
-		d.faults(t, "plan", `{"fail_rate": 1}`) // whoever takes over: plan fails from its first tick
+	for _, d := range c.daemons {
+		d.faults(t, "plan", `{"fail_rate": 1}`) // plan fails on the active and on whoever takes over
 	}
+	waitFor(t, 10*time.Second, "plan's breaker open on the active", func() bool {
+		s, err := a.latest()
+		return err == nil && slices.Contains(s.OpenCircuits, "plan")
+	})
 	// The standbys hand over what they followed: let them follow the latched state and
 	// read the active's values (every 500 ms) first.
 	advance(t, a, epoch, 40)
@@ -71,8 +76,11 @@ func TestKillActive(t *testing.T) {
 	if !s.Emergency.Active || !s.Emergency.Latched {
 		t.Errorf("tick %d of the new active: emergency %+v, want the latched one", s.TickID, s.Emergency)
 	}
-	// plan fails on the new active: it serves the first one's last value, as old as it
-	// is (older than the failover).
+	// plan's breaker, open on the first active, is open on the new one: plan is not run
+	// and serves the first active's last value, as old as it is (older than the failover).
+	if !slices.Contains(s.OpenCircuits, "plan") {
+		t.Errorf("tick %d of the new active: open circuits %v, want plan's handed over", s.TickID, s.OpenCircuits)
+	}
 	for _, m := range s.Modules {
 		if m.Name == "plan" && (m.Served.Source != "last_good" || m.Served.AgeMs < float64(time.Since(killed).Milliseconds())-500) {
 			t.Errorf("tick %d of the new active: plan served %+v; want the first active's value, last_good", s.TickID, m.Served)

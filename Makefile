@@ -1,7 +1,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: test test-python test-check bench bench-tick bench-floor lint run build install docker soak bench-compare fmt bench-dashboard
+.PHONY: test test-python test-check test-ha bench-ha bench bench-tick bench-floor lint run build install docker soak bench-compare fmt bench-dashboard
 
 # Version and commit stamped into the binary (cycled version, the cycled_build_info metric).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -17,12 +17,25 @@ test:
 	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-check
+	$(MAKE) --no-print-directory test-ha
 
 ## test-check: deploy/check, its own module: a real daemon's answers against
 ## api/openapi.yaml (libopenapi-validator), and the metrics that deploy/'s dashboard and
 ## alert rules use against its /metrics (rules parsed by Prometheus's parser).
 test-check:
 	cd deploy/check && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+
+## test-ha: ha/clustertest, its own module (the embedded etcd and NATS servers stay out of
+## the library's go.mod): groups of three real daemons killed (-9), frozen (SIGSTOP), cut
+## off from etcd and with NATS restarted; every exported summary through ha/histcheck.
+test-ha:
+	cd ha/clustertest && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
+
+## bench-ha: failover time over HA_KILLS kill -9 of the active (median, max; ticks lost),
+## and the export's throughput and its cost in start lag at 100 Hz (BENCHMARKS.md, "HA").
+HA_KILLS ?= 20
+bench-ha:
+	cd ha/clustertest && HA_BENCH=1 HA_KILLS=$(HA_KILLS) $(GO) test -count=1 -timeout 30m -run '^TestBench' -v ./...
 
 # PYTHON is an interpreter with pytest: the first of python3 and /usr/bin/python3 that
 # has it (Debian: apt-get install python3-pytest). Override with PYTHON=...

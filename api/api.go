@@ -169,6 +169,8 @@ type Options struct {
 	Cache *Cache
 	// Audit, if set, receives every admin request once answered.
 	Audit func(AdminAction)
+	// HA is the daemon's part in an active/standby group (see HA). Nil: it runs alone.
+	HA HA
 
 	pingInterval time.Duration    // tests: overrides PingInterval
 	now          func() time.Time // tests: the admin guard's clock (nil: time.Now)
@@ -242,6 +244,7 @@ func New(opts Options) http.Handler {
 		r.Mount("/ui", dashboard)
 		r.Get("/openapi.json", s.getOpenAPI)
 		r.Get("/events", s.listEvents)
+		r.Get("/ha", s.getHA)
 	})
 
 	r.Group(func(r chi.Router) {
@@ -253,6 +256,7 @@ func New(opts Options) http.Handler {
 		r.Post("/breakers/{name}/reset", s.resetBreaker)
 		r.Post("/emergency/reset", s.resetEmergency)
 		r.Post("/config/reload", s.reload)
+		r.Post("/ha/step-down", s.stepDown)
 	})
 	return r
 }

@@ -139,6 +139,8 @@ type health struct {
 	WatchdogMs    float64   `json:"watchdog_ms,omitempty"`
 	EmergencyMode bool      `json:"emergency_mode"`
 	Subscribers   int       `json:"stream_subscribers"`
+	Role          string    `json:"role,omitempty"` // with ha: active or standby
+	HA            any       `json:"ha,omitempty"`
 	Error         *apiError `json:"error,omitempty"`
 }
 
@@ -155,6 +157,9 @@ func (s *server) health() health {
 	}
 	since := now.Sub(origin)
 	cfg := s.e.Config()
+	if s.haHealth(&h) {
+		return h // a standby: the watchdog watches an active daemon's own ticks
+	}
 	if cfg.Period == 0 {
 		h.Mode = "step"
 		return h
@@ -199,11 +204,11 @@ func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
 	h.Error = nil
 	status := http.StatusOK
 	switch {
-	case s.e.Starting(): // issue 37 item 6: also in step mode, whose ticks end startup
+	case s.e.Starting() && h.Role != "standby": // also in step mode, whose ticks end startup; a standby runs no tick
 		status = http.StatusServiceUnavailable
 		h.Status = "not_ready"
 		h.Error = &apiError{Code: "starting", Message: "starting: some safety module has not succeeded once yet"}
-	case h.LastTickID == 0 && h.Mode != "step":
+	case h.LastTickID == 0 && h.Mode != "step" && h.Role != "standby":
 		status = http.StatusServiceUnavailable
 		h.Status = "not_ready"
 		h.Error = &apiError{Code: "no_tick_yet", Message: "no tick has completed yet"}

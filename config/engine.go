@@ -130,6 +130,8 @@ func (c *Config) check() tiers.Problems {
 	c.HTTP.check(c.tokenFromFile, add)
 	c.Log.check(add)
 	c.Recorder.check(c.StateDir, add)
+	c.HA.check(c.Cycle.Period, add)
+	c.Export.check(add)
 	return ps
 }
 

@@ -67,6 +67,8 @@ var envKeys = []string{
 	"log.level", "log.format",
 	"state_dir",
 	"recorder.enabled", "recorder.flush", "recorder.keep_ticks", "recorder.keep_for", "recorder.max_bytes",
+	"ha.etcd.endpoints", "ha.etcd.username", "ha.etcd.password", "ha.election", "ha.lease_ttl", "ha.node", "ha.advertise",
+	"export.nats.url", "export.nats.stream", "export.nats.subject",
 }
 
 // EnvVar returns the environment variable that overrides key ("http.addr" →
@@ -292,7 +294,7 @@ func inject(d *strictdecode.Decoder, root *yaml.Node, key, s, origin string) {
 			m.Content = append(m.Content, k, val)
 		}
 		if last {
-			if key == "emergency.skip_tiers" {
+			if key == "emergency.skip_tiers" || key == "ha.etcd.endpoints" { // lists, comma-separated
 				*val = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 				for _, t := range strings.Split(s, ",") {
 					if t = strings.TrimSpace(t); t != "" {

@@ -29,6 +29,9 @@ func (c *Config) Redacted() any {
 	if cp.HTTP.AdminToken != "" {
 		cp.HTTP.AdminToken = "***"
 	}
+	if cp.HA.Etcd.Password != "" {
+		cp.HA.Etcd.Password = "***"
+	}
 	if cp.Emergency.SkipTiers == nil {
 		// Absent means every tier after the first: show those, as other defaults are shown
 		// by their effective values, so that it differs from an explicit [] (none skipped).
@@ -314,7 +317,7 @@ func restartOnly(old, cur *Config) []string {
 	if old.HTTP.CacheBytes != cur.HTTP.CacheBytes {
 		out = append(out, "http.cache_bytes")
 	}
-	return out
+	return append(out, haRestart(old, cur)...)
 }
 
 // View is GET /config: the configuration in force (redacted), where it came from, when it

@@ -41,6 +41,12 @@ type Config struct {
 	StateDir string `yaml:"state_dir"`
 	// Recorder configures the flight recorder. Changing it needs a restart.
 	Recorder RecorderConfig `yaml:"recorder"`
+	// HA makes the daemon one of an active/standby group (see HAConfig). Changing it needs
+	// a restart.
+	HA HAConfig `yaml:"ha"`
+	// Export publishes summaries and events to a message stream. Changing it needs a
+	// restart.
+	Export ExportConfig `yaml:"export"`
 
 	// Issue 37, resilience additions.
 
@@ -431,6 +437,7 @@ func Defaults() *Config {
 		StateDir: "./cycled-state",
 		source:   "defaults",
 	}
+	haDefaults(c)
 	c.resolve(map[string]bool{})
 	return c
 }

@@ -87,6 +87,7 @@ type engineOptions struct {
 	rand  func() float64
 	hooks []Hooks
 	ident Identity
+	gate  Gate // see gate.go
 }
 
 // Identity is what an engine stamps on its ticks besides their content (WithIdentity).
@@ -243,6 +244,7 @@ type Engine struct {
 	pool   *pool
 	subs   []subscriber // every event goes to each, once (see event)
 	ident  Identity
+	gate   Gate // nil: every tick starts (see gate.go)
 
 	lg       *lastgood.Store
 	board    *blackboard.Board
@@ -306,6 +308,7 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 	e := &Engine{
 		clock:  o.clock,
 		ident:  o.ident,
+		gate:   o.gate,
 		nextID: max(o.ident.FirstTick, 1) - 1,
 		lg:     lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
 		hub:    faultsummary.NewHub(),

@@ -15,7 +15,7 @@ import (
 )
 
 // Tick runs one tick now and returns its summary. It is refused with ErrNotStepMode while
-// the scheduler runs on a period.
+// the scheduler runs on a period, and with ErrNotAdmitted when the gate refuses it.
 func (e *Engine) Tick(ctx context.Context) (*faultsummary.Summary, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
@@ -28,7 +28,10 @@ func (e *Engine) Tick(ctx context.Context) (*faultsummary.Summary, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
-	return e.tickLocked(ctx, e.clock.Now()), nil
+	if s := e.tickLocked(ctx, e.clock.Now()); s != nil {
+		return s, nil
+	}
+	return nil, ErrNotAdmitted
 }
 
 // ResetEmergency is the operator reset of a latched emergency: from the next tick on,
@@ -47,10 +50,13 @@ func (e *Engine) Emergency() faultsummary.Emergency {
 func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsummary.Summary {
 	e.applyPending()
 	st := e.active
-	e.nextID++
-	id := e.nextID
-	e.curTick.Store(id)
 	start := e.clock.Now()
+	id, epoch, ok := e.admit(start)
+	if !ok {
+		return nil // refused by the gate: nothing started
+	}
+	e.nextID = id
+	e.curTick.Store(id)
 	e.board.Begin(id, start)
 	if r := st.resil; r != nil {
 		r.begin(start)
@@ -67,6 +73,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	if e.async.ctx != nil {
 		e.collectAsync(s)
 	}
+	s.Epoch = epoch
 	e.runTiers(ctx, st, s, tl)
 	end := e.clock.Now()
 	s.FinishedAt = end

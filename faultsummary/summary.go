@@ -269,6 +269,10 @@ type Summary struct {
 	// Generation is the version of the configuration the tick ran with (it grows with
 	// every reload and runtime registration).
 	Generation uint64 `json:"generation,omitempty"`
+	// Epoch is the active/standby group's leader epoch under which the tick started (the
+	// election's revision); 0 when the daemon runs alone. It grows with every change of
+	// active daemon, so a consumer can refuse a summary from an older epoch.
+	Epoch uint64 `json:"epoch,omitempty"`
 	// Recorder is the flight recorder's report, when one records the ticks.
 	Recorder *RecorderStatus `json:"recorder,omitempty"`
 

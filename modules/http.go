@@ -402,6 +402,9 @@ func (h *HTTP) newRequest(ctx context.Context, req tickRequest, left time.Durati
 		hr.Header[strings.ToLower(HeaderIdempotencyKey)] = []string{key}
 	}
 	hr.Header.Set(HeaderRun, RunID())
+	if e := epochHeader(ctx); e != "" {
+		hr.Header.Set(HeaderEpoch, e)
+	}
 	if req.Deadline != "" {
 		hr.Header.Set(HeaderDeadline, req.Deadline)
 		hr.Header.Set(HeaderBudget, strconv.FormatFloat(float64(left.Microseconds())/1000, 'f', -1, 64))

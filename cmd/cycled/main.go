@@ -67,6 +67,9 @@ const usage = `Usage:
   cycled advise --sim [sim flags] | --from STATE_DIR [--config F]
                                  propose tier budgets, max_attempts and breaker cooldowns,
                                  each checked by re-simulation (before and after shown)
+  cycled ha status|step-down [--config F] [--json]
+                                 show the active/standby group as etcd holds it, or ask
+                                 the active daemon to step down (a standby takes over)
 
 Run "cycled run --help" for the flags. Every configuration key can also be set from the
 environment: CYCLED_ and the key with '.' as '_' (CYCLED_HTTP_ADDR, CYCLED_CYCLE_PERIOD, …).
@@ -101,6 +104,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return simCmd(rest, stdout, stderr)
 	case "advise":
 		return adviseCmd(rest, stdout, stderr)
+	case "ha":
+		return haCmd(rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

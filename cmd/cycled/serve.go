@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,7 +57,6 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		return exitError
 	}
 	reg := prometheus.NewRegistry()
-	mc := metrics.New(reg)
 	events := newEventLog(log)
 	defer events.Close()
 	fl, err := openFlight(ctx, cfg, reg, log)
@@ -64,23 +64,24 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		log.Error("cannot start the flight recorder", zap.Error(err))
 		return exitError
 	}
-	defer fl.close(log)           // after the engine's Close below: its last summaries are recorded
-	ecfg, regs, _ := cfg.Engine() // Load validated everything
-	engine, err := cycle.New(ecfg, regs, append(fl.engineOptions(), cycle.WithHooks(mc.Hooks()), cycle.WithHooks(events.Hooks()))...)
-	if err != nil {
-		log.Error("cannot start the engine", zap.Error(err))
+	defer fl.close(log) // after the engine's Close below: its last summaries are recorded
+	exp, grp, ok := openGroupAndExport(cfg, reg, log)
+	if !ok {
+		return exitError
+	}
+	defer exp.close(log) // after the engine's Close below: its last summaries are exported
+	engine, regs, ok := newEngine(cfg, log, reg, fl, events.Hooks(), grp.engineOptions(), exp.hooks())
+	if !ok {
 		return exitError
 	}
 	defer engine.Close()
-	mc.Attach(engine)
-	fl.watch(engine)
-
 	readLimiter := api.NewReadLimiter(readLimit(cfg.HTTP.ReadLimit))
 	registerServeMetrics(reg, engine, readLimiter)
 	reloader := newReloader(cfg, regs, engine, loadOpts, log, level, fl, readLimiter)
 	store := restoreRuntime(cfg, engine, reloader, log)
 	apiOpts := apiOptions(cfg, engine, reg, reloader, store, log, readLimiter)
 	fl.wire(&apiOpts)
+	grp.wire(&apiOpts)
 	baseCtx, cancelBase := context.WithCancel(context.Background())
 	defer cancelBase()
 	var active inflight
@@ -88,10 +89,9 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	if !ok {
 		return exitError
 	}
-
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	runDone, watchDone := runInBackground(runCtx, engine, reloader)
+	runDone, watchDone := runInBackground(grp.start(runCtx, engine, advertiseURL(srv.Addr), reg), engine, reloader)
 
 	code = waitForEnd(ctx, hup, reloader, log, serveErr, runDone, watchDone)
 	stop() // a second SIGINT or SIGTERM now terminates at once
@@ -99,10 +99,29 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	// Stop ticking at a tick boundary: Run returns after the running tick.
 	stopRun()
 	<-runDone
+	grp.stop() // resigned: a standby takes over
 	drainHTTP(srv, &active, log)
 	engine.Close()
 	log.Info("stopped", zap.Int("exit_code", code))
 	return code
+}
+
+// newEngine returns the engine of cfg with the metrics' hooks and the recorder's (its
+// decision rules watched), the event log's, and those of the group and the export; ok is
+// false (logged) when it cannot start.
+func newEngine(cfg *config.Config, log *zap.Logger, reg *prometheus.Registry, fl *flight, events cycle.Hooks,
+	more ...[]cycle.Option) (*cycle.Engine, []cycle.Registration, bool) {
+	mc := metrics.New(reg)
+	ecfg, regs, _ := cfg.Engine() // Load validated everything
+	opts := append(fl.engineOptions(), cycle.WithHooks(mc.Hooks()), cycle.WithHooks(events))
+	engine, err := cycle.New(ecfg, regs, slices.Concat(append([][]cycle.Option{opts}, more...)...)...)
+	if err != nil {
+		log.Error("cannot start the engine", zap.Error(err))
+		return nil, nil, false
+	}
+	mc.Attach(engine)
+	fl.watch(engine)
+	return engine, regs, true
 }
 
 // loadRunConfig parses the flags of "cycled run" and loads the configuration; when ok is
@@ -269,6 +288,7 @@ func startHTTP(baseCtx context.Context, cancelBase func(), cfg *config.Config, h
 	serveErr = make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	addr := ln.Addr().String()
+	srv.Addr = addr // as listened on (Serve uses ln); the group advertises it
 	log.Info("listening", zap.String("addr", addr), zap.Bool("step_mode", cfg.Cycle.Period == 0))
 	fmt.Fprintf(stdout, "listening on http://%s\n", addr)
 	return srv, serveErr, true

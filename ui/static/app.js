@@ -948,8 +948,28 @@
     ul.replaceChildren(...items);
   }
 
+  // The daemon's role in an active/standby group (in /healthz; absent when it runs
+  // alone): a standby shows the active's ticks, and says so with who is active.
+  async function refreshRole() {
+    const badge = document.getElementById('ha-role');
+    try {
+      const r = await fetch('/healthz', { cache: 'no-store' });
+      const health = await r.json();
+      const h = health.ha;
+      if (!h) { badge.hidden = true; return; }
+      const who = h.active ? `${h.active.node}, epoch ${h.active.epoch}` : 'none known';
+      badge.textContent = h.role === 'active' ? `active (epoch ${h.epoch})` : `standby — active: ${who}`;
+      badge.dataset.role = h.role;
+      badge.hidden = false;
+    } catch (e) {
+      badge.hidden = true;
+    }
+  }
+
   function start() {
     readColours();
+    refreshRole();
+    setInterval(refreshRole, 2000);
     wire();
     legend();
     mark('conn', 'ticks');

@@ -45,6 +45,11 @@ class Module:
     ``spec`` adds registration fields (``ttl``, ``max_attempts``, ``policy``, ``every``,
     ``breaker``, ``idempotent``, …, as in the configuration file); ``timeout`` is the
     per-attempt ``http.timeout`` (e.g. ``"50ms"``).
+
+    Fencing: a daemon of an active/standby group sends its epoch (``X-Cycled-Epoch``).
+    With ``fence_epochs=True`` (the default) the module remembers the highest epoch it has
+    seen and refuses, with 409 and without calling the function, a request from an older
+    one: a deposed daemon that still believes it is active cannot act through it.
     """
 
     def __init__(
@@ -62,6 +67,7 @@ class Module:
         timeout: str | None = None,
         spec: Mapping[str, Any] | None = None,
         register: bool = True,
+        fence_epochs: bool = True,
     ) -> None:
         self.func = func
         self.name = name
@@ -83,6 +89,8 @@ class Module:
         self._answers: collections.OrderedDict[tuple[str, str], dict[str, Any]] = collections.OrderedDict()
         self._lock = threading.Lock()
         self._registered = False
+        self.fence_epochs = fence_epochs
+        self.epoch = 0  # the highest X-Cycled-Epoch seen
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -199,6 +207,19 @@ class Module:
 
     # -- one attempt ----------------------------------------------------------------
 
+    def admit_epoch(self, headers: Mapping[str, str]) -> str | None:
+        """Records the request's epoch; returns why it is refused (an epoch older than
+        one seen, with ``fence_epochs``), or None."""
+        try:
+            epoch = int(headers.get("X-Cycled-Epoch") or 0)
+        except ValueError:
+            return "bad X-Cycled-Epoch %r" % headers.get("X-Cycled-Epoch")
+        with self._lock:
+            if self.fence_epochs and epoch < self.epoch:
+                return "epoch %d is older than epoch %d already seen: the daemon asking is no longer the active one" % (epoch, self.epoch)
+            self.epoch = max(self.epoch, epoch)
+        return None
+
     def handle(self, req: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
         """Answers one attempt: ``{"value": …}`` or ``{"error": {"kind", "message"}}``."""
         key = (headers.get("X-Cycled-Run", ""), headers.get("Idempotency-Key", ""))
@@ -286,9 +307,17 @@ def _call(req: Mapping[str, Any], headers: Mapping[str, str]) -> Call:
         inputs=inputs,
         idempotency_key=headers.get("Idempotency-Key", ""),
         run_id=headers.get("X-Cycled-Run", ""),
+        epoch=_int(headers.get("X-Cycled-Epoch")),
         raw=dict(req),
         _expires=now + budget_ms / 1000.0,
     )
+
+
+def _int(v: str | None) -> int:
+    try:
+        return int(v or 0)
+    except ValueError:
+        return 0
 
 
 def _handler(module: Module) -> type[BaseHTTPRequestHandler]:
@@ -325,7 +354,12 @@ def _handler(module: Module) -> type[BaseHTTPRequestHandler]:
             except ValueError as e:
                 self._answer(400, {"message": "bad request: %s" % e})  # downstream for the daemon
                 return
-            self._answer(200, module.handle(req, dict(self.headers.items())))
+            headers = dict(self.headers.items())
+            refused = module.admit_epoch(headers)
+            if refused is not None:
+                self._answer(409, {"message": refused})  # downstream for the deposed daemon
+                return
+            self._answer(200, module.handle(req, headers))
 
         def _answer(self, status: int, obj: Mapping[str, Any]) -> None:
             body = json.dumps(obj).encode()

@@ -110,6 +110,7 @@ class Call:
     inputs: dict[str, Input]
     idempotency_key: str = ""
     run_id: str = ""
+    epoch: int = 0  # X-Cycled-Epoch: the group's epoch of the daemon asking (0: none)
     raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _expires: float = dataclasses.field(default=0.0, repr=False)  # time.monotonic() at the deadline
 
@@ -259,6 +260,7 @@ class Summary:
     degraded_keys: list[str]
     budget_violations: list[str]
     raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    epoch: int = 0  # the active/standby group's epoch (0: a daemon running alone)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Summary":
@@ -284,6 +286,7 @@ class Summary:
             degraded_keys=list(_get(d, "degraded_keys", [])),
             budget_violations=list(_get(d, "budget_violations", [])),
             raw=dict(d),
+            epoch=int(d.get("epoch", 0) or 0),
         )
 
     def module(self, name: str) -> ModuleResult | None:

@@ -334,3 +334,49 @@ func jsonPart(out string) string {
 	}
 	return out
 }
+
+// TestReadmeSimulation pastes the commands of README.md's section "Rehearse on virtual
+// time" into a shell and checks that each gives what the README says of it.
+func TestReadmeSimulation(t *testing.T) {
+	needTools(t, "go", "bash", "tail")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, err := docCommands(string(md), regexp.MustCompile(`(?i)rehearse on virtual time`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cmds) == 0 {
+		t.Fatal("the section shows no command")
+	}
+	sh := newShell(t, root, "CYCLED_STATE_DIR="+t.TempDir())
+	driveDoc(t, sh, cmds, func(c string) string { return c }, []docCheck{
+		{cmd: regexp.MustCompile(`sim --for 10m`), timeout: 2 * time.Minute, check: func(_, out string, code int) error {
+			if code != 0 || !strings.Contains(out, "6000 ticks") || !strings.Contains(out, "memory-store: opened") {
+				return fmt.Errorf("want the report of 6000 ticks with the demo's breaker openings (exit %d): %.300s", code, out)
+			}
+			return nil
+		}},
+		{cmd: regexp.MustCompile(`sim --ticks 600 --out - .*\| tail -n 1`), timeout: 2 * time.Minute, check: func(_, out string, code int) error {
+			var s struct {
+				Schema string
+				TickID uint64 `json:"tick_id"`
+			}
+			if err := json.Unmarshal([]byte(jsonPart(out)), &s); code != 0 || err != nil || s.TickID != 600 || s.Schema != "cycled.fault_summary/v1" {
+				return fmt.Errorf("want the summary of tick 600 as one JSON line (exit %d, %v): %.300s", code, err, out)
+			}
+			return nil
+		}},
+		{cmd: regexp.MustCompile(`advise --sim`), timeout: 2 * time.Minute, check: func(_, out string, code int) error {
+			if code != 0 || !strings.Contains(out, "No change proposed") {
+				return fmt.Errorf("want no change proposed for the demo (exit %d): %.300s", code, out)
+			}
+			return nil
+		}},
+	})
+}

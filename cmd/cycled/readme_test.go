@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -36,5 +38,38 @@ func checkCurlPostsJSON(t *testing.T, name string) {
 		if sendsBody && !strings.Contains(cmd, "Content-Type: application/json") && !strings.Contains(cmd, "--json") {
 			t.Errorf("%s:%d: curl sends a body without -H 'Content-Type: application/json': %s", name, i+1, strings.TrimSpace(cmd))
 		}
+	}
+}
+
+// TestDocLinksResolve checks that every relative link of README.md, SECURITY.md,
+// BENCHMARKS.md and docs/*.md names a file or directory of the repository.
+func TestDocLinksResolve(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	files = append(files, filepath.Join(root, "README.md"), filepath.Join(root, "SECURITY.md"), filepath.Join(root, "BENCHMARKS.md"))
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	checked := 0
+	for _, f := range files {
+		md, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range link.FindAllStringSubmatch(string(md), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			checked++
+			if _, err := os.Stat(filepath.Join(filepath.Dir(f), target)); err != nil {
+				rel, _ := filepath.Rel(root, f)
+				t.Errorf("%s: link %q does not resolve inside the repository", rel, m[1])
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no relative link found: the pattern is wrong")
 	}
 }

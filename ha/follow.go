@@ -131,21 +131,26 @@ func pause(ctx context.Context, d time.Duration) {
 	}
 }
 
-// readBoard reads the active's blackboard; a failure keeps the last one read.
-func (f *Follower) readBoard(ctx context.Context, base string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/blackboard", nil)
+// getJSON reads url into v and reports whether it answered 200 with JSON that fits v.
+func (f *Follower) getJSON(ctx context.Context, url string, v any) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return
+		return false
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return
+		return false
 	}
 	defer resp.Body.Close()
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, maxSummary)).Decode(v) == nil
+}
+
+// readBoard reads the active's blackboard; a failure keeps the last one read.
+func (f *Follower) readBoard(ctx context.Context, base string) {
 	var v struct {
 		Entries []blackboard.Entry `json:"entries"`
 	}
-	if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, maxSummary)).Decode(&v) == nil {
+	if f.getJSON(ctx, base+"/blackboard", &v) {
 		f.board.Store(&v.Entries)
 	}
 }
@@ -153,15 +158,6 @@ func (f *Follower) readBoard(ctx context.Context, base string) {
 // readBreakers reads the active's breakers and keeps the open ones; a failure keeps the
 // last ones read.
 func (f *Follower) readBreakers(ctx context.Context, base string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/breakers", nil)
-	if err != nil {
-		return
-	}
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return
-	}
-	defer resp.Body.Close()
 	var v struct {
 		Breakers []struct {
 			Name     string     `json:"name"`
@@ -169,7 +165,7 @@ func (f *Follower) readBreakers(ctx context.Context, base string) {
 			OpenedAt *time.Time `json:"opened_at"`
 		} `json:"breakers"`
 	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, maxSummary)).Decode(&v) != nil {
+	if !f.getJSON(ctx, base+"/breakers", &v) {
 		return
 	}
 	open := map[string]time.Time{}

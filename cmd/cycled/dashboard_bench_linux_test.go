@@ -68,6 +68,7 @@ func parseLagCases(t *testing.T, v string) []lagCase {
 // seconds per second, from the Performance domain of each tab, summed over the tabs.
 type pageCost struct {
 	task, script, layout, style float64
+	layouts, styles             float64 // layouts and style recalculations per second
 }
 
 // lagRun is one measured window.
@@ -119,8 +120,8 @@ func TestDashboardStartLag(t *testing.T) {
 			t.Logf("%s: ticks=%d lag p50=%.3fms p99=%.3fms max=%.3fms overruns=%d cpu: daemon %.2f browser %.2f machine %.2f load=%s",
 				c, r.ticks, r.p50, r.p99, r.max, r.overruns, r.daemonCPU, r.browserCPU, r.machineCPU, r.load)
 			if c.tabs > 0 {
-				t.Logf("%s: page main thread (s/s, all tabs): task %.3f script %.3f layout %.3f style %.3f; browser CPU by process type %s",
-					c, r.page.task, r.page.script, r.page.layout, r.page.style, fmtTypes(r.browserByType))
+				t.Logf("%s: page main thread (s/s, all tabs): task %.3f script %.3f layout %.3f style %.3f (%.0f layouts/s, %.0f style recalcs/s); browser CPU by process type %s",
+					c, r.page.task, r.page.script, r.page.layout, r.page.style, r.page.layouts, r.page.styles, fmtTypes(r.browserByType))
 			}
 		}
 	}
@@ -190,6 +191,10 @@ func tabsCost(t *testing.T, tabs []context.Context) pageCost {
 				pc.layout += m.Value
 			case "RecalcStyleDuration":
 				pc.style += m.Value
+			case "LayoutCount":
+				pc.layouts += m.Value
+			case "RecalcStyleCount":
+				pc.styles += m.Value
 			}
 		}
 	}
@@ -225,7 +230,8 @@ func measureLag(t *testing.T, d *daemon, c lagCase, window time.Duration) lagRun
 	p1 := tabsCost(t, tabs)
 	bt1 := procTypeCPU(browserPid)
 	r := lagRun{lagCase: c, daemonCPU: (d1 - d0) / secs, browserCPU: (b1 - b0) / secs, machineCPU: (m1 - m0) / secs,
-		page: pageCost{(p1.task - p0.task) / secs, (p1.script - p0.script) / secs, (p1.layout - p0.layout) / secs, (p1.style - p0.style) / secs}}
+		page: pageCost{(p1.task - p0.task) / secs, (p1.script - p0.script) / secs, (p1.layout - p0.layout) / secs, (p1.style - p0.style) / secs,
+			(p1.layouts - p0.layouts) / secs, (p1.styles - p0.styles) / secs}}
 	r.browserByType = map[string]float64{}
 	for k, v := range bt1 {
 		r.browserByType[k] = (v - bt0[k]) / secs
@@ -335,7 +341,8 @@ func procTypeCPU(root int) map[string]float64 {
 	for _, pid := range procTree(root) {
 		typ := "browser"
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		for _, a := range strings.Split(string(b), "\x00") {
+		// Chromium rewrites its children's command lines as one space-separated string.
+		for _, a := range strings.Fields(strings.ReplaceAll(string(b), "\x00", " ")) {
 			if v, ok := strings.CutPrefix(a, "--type="); ok {
 				typ = v
 			}

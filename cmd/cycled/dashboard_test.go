@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
@@ -84,6 +85,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("BreakerCountdown", func(t *testing.T) { dashCountdown(t, ctx, d) })
 	t.Run("ManyTabs", func(t *testing.T) { dashManyTabs(t, ctx, d) })
 	t.Run("HiddenTab", func(t *testing.T) { dashHiddenTab(t, ctx, d) })
+	t.Run("ShiftedHeatmap", func(t *testing.T) { dashShiftedHeatmap(t, ctx, d) })
 	if errs := console.list(); len(errs) > 0 {
 		t.Fatalf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
@@ -226,6 +228,34 @@ func dashHiddenTab(t *testing.T, ctx context.Context, d *daemon) {
 		t.Fatal(err)
 	}
 	waitFor(t, tab, 5*time.Second, "shown tab catches up", heatmapIs(n+3, id)+` && `+panelRequests+` > `+before)
+}
+
+// dashShiftedHeatmap fills the heat map past its 200 columns in steps, so that the
+// canvas is shifted and drawn by new columns only, and checks that its pixels are those
+// of the same ticks drawn whole (a change of colour scheme redraws it whole).
+func dashShiftedHeatmap(t *testing.T, ctx context.Context, d *daemon) {
+	n, _ := strconv.Atoi(evalString(t, ctx, `document.getElementById('heatmap').dataset.columns`))
+	for n < 230 {
+		var id uint64
+		for range 10 {
+			id = d.stepTick()
+			n++
+		}
+		waitFor(t, ctx, 5*time.Second, fmt.Sprintf("column of tick %d", id), heatmapIs(min(n, 200), id))
+	}
+	const pixels = `document.getElementById('heatmap').toDataURL()`
+	shifted := evalString(t, ctx, pixels)
+	scheme := func(v string) {
+		t.Helper()
+		if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: v}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scheme("dark")
+	waitFor(t, ctx, 5*time.Second, "heat map redrawn dark", pixels+` !== `+strconv.Quote(shifted))
+	scheme("light")
+	waitFor(t, ctx, 5*time.Second, "heat map redrawn whole as drawn shifted", pixels+` === `+strconv.Quote(shifted))
 }
 
 // openTabs opens n more tabs on url, in parallel (a tab takes seconds to open on a busy

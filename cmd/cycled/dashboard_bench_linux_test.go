@@ -92,8 +92,10 @@ type lagRun struct {
 // in alternated windows on one daemon (0, 8, 8, 0, 0, 8, …), so that a drift of the
 // machine's load falls on both sides. Each window with tabs has a browser of its own,
 // started before and ended after it; the 0-tab windows run no browser. It runs only with DASHBOARD_BENCH=1 (make
-// bench-dashboard); DASHBOARD_BENCH_REPS sets the number of pairs (default 5) and
-// DASHBOARD_BENCH_WINDOW the length of a window (default 10s).
+// bench-dashboard); DASHBOARD_BENCH_REPS sets the number of rounds (default 5),
+// DASHBOARD_BENCH_WINDOW the length of a window (default 10s) and DASHBOARD_BENCH_CASES
+// what a round's windows open (default "0,8"; see parseLagCases). A window with tabs also
+// logs the pages' main-thread time and the browser's CPU by process type.
 func TestDashboardStartLag(t *testing.T) {
 	if os.Getenv("DASHBOARD_BENCH") != "1" {
 		t.Skip("set DASHBOARD_BENCH=1 (make bench-dashboard) to run the dashboard benchmark")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/performance"
 	"github.com/chromedp/chromedp"
 )
 
@@ -26,9 +29,52 @@ modules:
 http: {addr: 127.0.0.1:0}
 `
 
+// lagCase is what a window opens: tabs dashboards, each in a window of its own (all
+// visible), or with shared set all in one window, where only the active tab is visible
+// (as in a real browser's window of tabs).
+type lagCase struct {
+	tabs   int
+	shared bool
+}
+
+func (c lagCase) String() string {
+	if c.shared {
+		return fmt.Sprintf("%d tabs, 1 visible", c.tabs)
+	}
+	return fmt.Sprintf("%d tabs", c.tabs)
+}
+
+// parseLagCases reads DASHBOARD_BENCH_CASES: a comma-separated list of tab counts, a
+// count followed by "s" for tabs sharing one window ("0,8,8s"); the default is "0,8".
+func parseLagCases(t *testing.T, v string) []lagCase {
+	t.Helper()
+	if v == "" {
+		v = "0,8"
+	}
+	var out []lagCase
+	for _, f := range strings.Split(v, ",") {
+		c := lagCase{shared: strings.HasSuffix(f, "s")}
+		n, err := strconv.Atoi(strings.TrimSuffix(f, "s"))
+		if err != nil || n < 0 {
+			t.Fatalf("DASHBOARD_BENCH_CASES: %q is not a tab count", f)
+		}
+		c.tabs = n
+		out = append(out, c)
+	}
+	return out
+}
+
+// pageCost is the main-thread time the tabs' pages spent per second of the window, in
+// seconds per second, from the Performance domain of each tab, summed over the tabs.
+type pageCost struct {
+	task, script, layout, style float64
+	layouts, styles             float64 // layouts and style recalculations per second
+}
+
 // lagRun is one measured window.
 type lagRun struct {
-	tabs          int
+	lagCase
+	page          pageCost
 	ticks         int
 	p50, p99, max float64 // start lag, ms
 	overruns      int
@@ -36,6 +82,9 @@ type lagRun struct {
 	// CPU used during the window, in cores (CPU seconds per second): the daemon, the
 	// browser (all its processes), and the whole machine.
 	daemonCPU, browserCPU, machineCPU float64
+	// browserByType is the browser's CPU by process type (browser, renderer,
+	// gpu-process, utility, …), in cores.
+	browserByType map[string]float64
 }
 
 // TestDashboardStartLag is the benchmark of BENCHMARKS.md, "Dashboard": the daemon's
@@ -43,8 +92,10 @@ type lagRun struct {
 // in alternated windows on one daemon (0, 8, 8, 0, 0, 8, …), so that a drift of the
 // machine's load falls on both sides. Each window with tabs has a browser of its own,
 // started before and ended after it; the 0-tab windows run no browser. It runs only with DASHBOARD_BENCH=1 (make
-// bench-dashboard); DASHBOARD_BENCH_REPS sets the number of pairs (default 5) and
-// DASHBOARD_BENCH_WINDOW the length of a window (default 10s).
+// bench-dashboard); DASHBOARD_BENCH_REPS sets the number of rounds (default 5),
+// DASHBOARD_BENCH_WINDOW the length of a window (default 10s) and DASHBOARD_BENCH_CASES
+// what a round's windows open (default "0,8"; see parseLagCases). A window with tabs also
+// logs the pages' main-thread time and the browser's CPU by process type.
 func TestDashboardStartLag(t *testing.T) {
 	if os.Getenv("DASHBOARD_BENCH") != "1" {
 		t.Skip("set DASHBOARD_BENCH=1 (make bench-dashboard) to run the dashboard benchmark")
@@ -58,8 +109,8 @@ func TestDashboardStartLag(t *testing.T) {
 		window = 10 * time.Second
 	}
 	d := start(t, nil, "--config", write(t, "cycled.yaml", lagBenchConfig))
-	cases := []int{0, 8}
-	runs := map[int][]lagRun{}
+	cases := parseLagCases(t, os.Getenv("DASHBOARD_BENCH_CASES"))
+	runs := map[lagCase][]lagRun{}
 	for rep := range reps {
 		order := slices.Clone(cases)
 		if rep%2 == 1 {
@@ -68,8 +119,12 @@ func TestDashboardStartLag(t *testing.T) {
 		for _, c := range order {
 			r := measureLag(t, d, c, window)
 			runs[c] = append(runs[c], r)
-			t.Logf("%d tabs: ticks=%d lag p50=%.3fms p99=%.3fms max=%.3fms overruns=%d cpu: daemon %.2f browser %.2f machine %.2f load=%s",
-				r.tabs, r.ticks, r.p50, r.p99, r.max, r.overruns, r.daemonCPU, r.browserCPU, r.machineCPU, r.load)
+			t.Logf("%s: ticks=%d lag p50=%.3fms p99=%.3fms max=%.3fms overruns=%d cpu: daemon %.2f browser %.2f machine %.2f load=%s",
+				c, r.ticks, r.p50, r.p99, r.max, r.overruns, r.daemonCPU, r.browserCPU, r.machineCPU, r.load)
+			if c.tabs > 0 {
+				t.Logf("%s: page main thread (s/s, all tabs): task %.3f script %.3f layout %.3f style %.3f (%.0f layouts/s, %.0f style recalcs/s); browser CPU by process type %s",
+					c, r.page.task, r.page.script, r.page.layout, r.page.style, r.page.layouts, r.page.styles, fmtTypes(r.browserByType))
+			}
 		}
 	}
 	p99s := func(rs []lagRun) []float64 {
@@ -82,42 +137,132 @@ func TestDashboardStartLag(t *testing.T) {
 	base := median(p99s(runs[cases[0]]))
 	for _, c := range cases {
 		m := median(p99s(runs[c]))
-		t.Logf("%d tabs: median start-lag p99 %.3f ms (%+.3f ms, %+.1f%% against 0 tabs); per run %v", c, m, m-base, 100*(m-base)/base, fmtMs(p99s(runs[c])))
+		t.Logf("%s: median start-lag p99 %.3f ms (%+.3f ms, %+.1f%% against %s); per run %v", c, m, m-base, 100*(m-base)/base, cases[0], fmtMs(p99s(runs[c])))
 	}
 }
 
-// measureLag opens tabs dashboards, waits until each shows live ticks, then measures the
+// benchTabs opens c's dashboards in a browser of their own and waits until each shows
+// live ticks; it returns the tabs and the browser's process id. The browser ends with ctx.
+func benchTabs(t *testing.T, ctx context.Context, d *daemon, c lagCase) ([]context.Context, int) {
+	t.Helper()
+	browser := newBrowserCtx(t, ctx)
+	pid := chromedp.FromContext(browser).Browser.Process().Pid
+	const live = `document.getElementById('conn').dataset.state === 'live' &&
+		document.getElementById('heatmap').dataset.columns === '200'`
+	if !c.shared {
+		tabs := openTabs(t, browser, d.base+"/", c.tabs)
+		for _, tab := range tabs {
+			waitFor(t, tab, 60*time.Second, "dashboard live", live)
+		}
+		return tabs, pid
+	}
+	// One window: each new tab is opened in front, shown live, and then hidden by the
+	// next; the last one opened stays visible.
+	var tabs []context.Context
+	for range c.tabs {
+		tab, cancel := chromedp.NewContext(browser, chromedp.WithNewWindow(false))
+		t.Cleanup(cancel)
+		if err := chromedp.Do(tab, chromedp.Navigate(d.base+"/")); err != nil {
+			t.Fatalf("open a tab: %v", err)
+		}
+		if _, err := chromedp.Call(tab, page.BringToFront, struct{}{}); err != nil {
+			t.Fatalf("bring a tab to front: %v", err)
+		}
+		waitFor(t, tab, 60*time.Second, "dashboard live", live)
+		tabs = append(tabs, tab)
+	}
+	return tabs, pid
+}
+
+// tabsCost returns the main-thread seconds spent so far by the tabs, summed.
+func tabsCost(t *testing.T, tabs []context.Context) pageCost {
+	t.Helper()
+	var pc pageCost
+	for _, tab := range tabs {
+		res, err := chromedp.Call(tab, performance.GetMetrics, struct{}{})
+		if err != nil {
+			t.Fatalf("performance metrics: %v", err)
+		}
+		for _, m := range res.Metrics {
+			switch m.Name {
+			case "TaskDuration":
+				pc.task += m.Value
+			case "ScriptDuration":
+				pc.script += m.Value
+			case "LayoutDuration":
+				pc.layout += m.Value
+			case "RecalcStyleDuration":
+				pc.style += m.Value
+			case "LayoutCount":
+				pc.layouts += m.Value
+			case "RecalcStyleCount":
+				pc.styles += m.Value
+			}
+		}
+	}
+	return pc
+}
+
+// measureLag opens c's dashboards, waits until each shows live ticks, then measures the
 // start lag of the ticks of one window, and closes the tabs.
-func measureLag(t *testing.T, d *daemon, tabs int, window time.Duration) lagRun {
+func measureLag(t *testing.T, d *daemon, c lagCase, window time.Duration) lagRun {
 	t.Helper()
 	browserPid := -1
-	if tabs > 0 {
+	var tabs []context.Context
+	if c.tabs > 0 {
 		// A browser of the window's own, ended with it (a tab's renderer may outlive the
 		// tab, and would load the next window).
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		browser := newBrowserCtx(t, ctx)
-		defer func() { _ = chromedp.Cancel(browser) }()
-		browserPid = chromedp.FromContext(browser).Browser.Process().Pid
-		for _, tab := range openTabs(t, browser, d.base+"/", tabs) {
-			waitFor(t, tab, 60*time.Second, "dashboard live", `document.getElementById('conn').dataset.state === 'live' &&
-				document.getElementById('heatmap').dataset.columns === '200'`)
+		tabs, browserPid = benchTabs(t, ctx, d, c)
+		defer func() { _ = chromedp.Cancel(tabs[0]) }()
+		for _, tab := range tabs {
+			if _, err := chromedp.Call(tab, performance.Enable, performance.EnableParams{}); err != nil {
+				t.Fatalf("performance domain: %v", err)
+			}
 		}
 	}
-	until := func(id uint64) uint64 { // waits for tick id (a long-poll answers any newer tick)
-		latest := waitTick(t, d, 0)
-		for latest < id {
-			latest = waitTick(t, d, latest)
-		}
-		return latest
-	}
-	first := until(waitTick(t, d, 0) + 100) // a second to settle
+	first := untilTick(t, d, waitTick(t, d, 0)+100) // a second to settle
+	p0 := tabsCost(t, tabs)
+	bt0 := procTypeCPU(browserPid)
 	d0, b0, m0, t0 := procTreeCPU(d.cmd.Process.Pid), procTreeCPU(browserPid), machineCPU(), time.Now()
-	last := until(first + uint64(window/(10*time.Millisecond)))
+	last := untilTick(t, d, first+uint64(window/(10*time.Millisecond)))
 	secs := time.Since(t0).Seconds()
 	d1, b1, m1 := procTreeCPU(d.cmd.Process.Pid), procTreeCPU(browserPid), machineCPU()
+	p1 := tabsCost(t, tabs)
+	bt1 := procTypeCPU(browserPid)
+	r := lagRun{lagCase: c, daemonCPU: (d1 - d0) / secs, browserCPU: (b1 - b0) / secs, machineCPU: (m1 - m0) / secs,
+		page: pageCost{(p1.task - p0.task) / secs, (p1.script - p0.script) / secs, (p1.layout - p0.layout) / secs, (p1.style - p0.style) / secs,
+			(p1.layouts - p0.layouts) / secs, (p1.styles - p0.styles) / secs}}
+	r.browserByType = map[string]float64{}
+	for k, v := range bt1 {
+		r.browserByType[k] = (v - bt0[k]) / secs
+	}
+	lags := windowLags(t, d, first, last, &r)
+	r.ticks = len(lags)
+	r.p50, r.p99, r.max = lags[len(lags)/2], lags[min(len(lags)-1, len(lags)*99/100)], lags[len(lags)-1]
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		r.load = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return r
+}
+
+// untilTick waits for tick id (a long-poll answers any newer tick) and returns the
+// latest tick id seen.
+func untilTick(t *testing.T, d *daemon, id uint64) uint64 {
+	t.Helper()
+	latest := waitTick(t, d, 0)
+	for latest < id {
+		latest = waitTick(t, d, latest)
+	}
+	return latest
+}
+
+// windowLags returns the sorted start lags of ticks first+1 … last from the history,
+// and counts their overruns in r.
+func windowLags(t *testing.T, d *daemon, first, last uint64, r *lagRun) []float64 {
+	t.Helper()
 	var lags []float64
-	r := lagRun{tabs: tabs, daemonCPU: (d1 - d0) / secs, browserCPU: (b1 - b0) / secs, machineCPU: (m1 - m0) / secs}
 	for before := last + 1; before > first+1; {
 		var page struct {
 			Ticks []struct {
@@ -141,12 +286,7 @@ func measureLag(t *testing.T, d *daemon, tabs int, window time.Duration) lagRun 
 		}
 	}
 	slices.Sort(lags)
-	r.ticks = len(lags)
-	r.p50, r.p99, r.max = lags[len(lags)/2], lags[min(len(lags)-1, len(lags)*99/100)], lags[len(lags)-1]
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		r.load = strings.Join(strings.Fields(string(b))[:3], " ")
-	}
-	return r
+	return lags
 }
 
 func median(v []float64) float64 {
@@ -193,6 +333,34 @@ func procTreeCPU(root int) float64 {
 		total += cpu[pid]
 	}
 	return total
+}
+
+// procTypeCPU returns the CPU seconds used so far by root and its living descendants,
+// summed by Chromium process type (the --type= flag; "browser" without one).
+func procTypeCPU(root int) map[string]float64 {
+	_, cpu := procTable()
+	out := map[string]float64{}
+	for _, pid := range procTree(root) {
+		typ := "browser"
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		// Chromium rewrites its children's command lines as one space-separated string.
+		for _, a := range strings.Fields(strings.ReplaceAll(string(b), "\x00", " ")) {
+			if v, ok := strings.CutPrefix(a, "--type="); ok {
+				typ = v
+			}
+		}
+		out[typ] += cpu[pid]
+	}
+	return out
+}
+
+// fmtTypes formats CPU by process type, in cores, sorted by name.
+func fmtTypes(m map[string]float64) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // procTable reads every process's parent and CPU seconds (user + system) from /proc.

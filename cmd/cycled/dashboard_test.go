@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -82,6 +84,8 @@ func TestDashboard(t *testing.T) {
 	t.Run("EmergencyBanner", func(t *testing.T) { dashEmergency(t, ctx, d) })
 	t.Run("BreakerCountdown", func(t *testing.T) { dashCountdown(t, ctx, d) })
 	t.Run("ManyTabs", func(t *testing.T) { dashManyTabs(t, ctx, d) })
+	t.Run("HiddenTab", func(t *testing.T) { dashHiddenTab(t, ctx, d) })
+	t.Run("ShiftedHeatmap", func(t *testing.T) { dashShiftedHeatmap(t, ctx, d) })
 	if errs := console.list(); len(errs) > 0 {
 		t.Fatalf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
@@ -178,6 +182,80 @@ func dashManyTabs(t *testing.T, ctx context.Context, d *daemon) {
 	if h.Subscribers != 1 {
 		t.Fatalf("%d stream subscribers for 8 tabs, want 1 shared stream", h.Subscribers)
 	}
+}
+
+// panelRequests counts the page's requests for the polled panels so far.
+const panelRequests = `performance.getEntriesByType('resource').filter((e) => /\/(breakers|blackboard)$/.test(e.name)).length`
+
+// dashHiddenTab opens a second dashboard as a tab of the first one's window and puts the
+// first in front: the hidden tab polls nothing for several poll periods while ticks
+// arrive, and when it is shown it draws every tick it missed and polls again.
+func dashHiddenTab(t *testing.T, ctx context.Context, d *daemon) {
+	n, _ := strconv.Atoi(evalString(t, ctx, `document.getElementById('heatmap').dataset.columns`))
+	last, _ := strconv.ParseUint(evalString(t, ctx, `document.getElementById('heatmap').dataset.lastTick`), 10, 64)
+	tab, cancel := chromedp.NewContext(ctx, chromedp.WithNewWindow(false))
+	defer func() {
+		cancel()
+		_, _ = chromedp.Call(ctx, page.BringToFront, struct{}{})
+	}()
+	if err := chromedp.Do(tab, chromedp.Navigate(d.base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, tab, 10*time.Second, "second tab live", `document.getElementById('conn').dataset.state === 'live' && `+heatmapIs(n, last))
+	if _, err := chromedp.Call(ctx, page.BringToFront, struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	hidden := func(js string) { // polled by timer: a hidden page gets no animation frames
+		t.Helper()
+		if _, err := chromedp.Run(tab, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond),
+			chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+			t.Fatalf("hidden tab: %s: %v", js, err)
+		}
+	}
+	hidden(`document.hidden`)
+	before := evalString(t, tab, `String(`+panelRequests+`)`)
+	hidden(`(window.t0 = performance.now()) > 0`)
+	var id uint64
+	for range 3 {
+		id = d.stepTick()
+	}
+	waitFor(t, ctx, 5*time.Second, "front tab shows the new ticks", heatmapIs(n+3, id))
+	hidden(`performance.now() - window.t0 > 2500`) // two and a half poll periods
+	if after := evalString(t, tab, `String(`+panelRequests+`)`); after != before {
+		t.Fatalf("a hidden tab polled the panels: %s requests before, %s after", before, after)
+	}
+	if _, err := chromedp.Call(tab, page.BringToFront, struct{}{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, tab, 5*time.Second, "shown tab catches up", heatmapIs(n+3, id)+` && `+panelRequests+` > `+before)
+}
+
+// dashShiftedHeatmap fills the heat map past its 200 columns in steps, so that the
+// canvas is shifted and drawn by new columns only, and checks that its pixels are those
+// of the same ticks drawn whole (a change of colour scheme redraws it whole).
+func dashShiftedHeatmap(t *testing.T, ctx context.Context, d *daemon) {
+	n, _ := strconv.Atoi(evalString(t, ctx, `document.getElementById('heatmap').dataset.columns`))
+	for n < 230 {
+		var id uint64
+		for range 10 {
+			id = d.stepTick()
+			n++
+		}
+		waitFor(t, ctx, 5*time.Second, fmt.Sprintf("column of tick %d", id), heatmapIs(min(n, 200), id))
+	}
+	const pixels = `document.getElementById('heatmap').toDataURL()`
+	shifted := evalString(t, ctx, pixels)
+	scheme := func(v string) {
+		t.Helper()
+		if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: v}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scheme("dark")
+	waitFor(t, ctx, 5*time.Second, "heat map redrawn dark", pixels+` !== `+strconv.Quote(shifted))
+	scheme("light")
+	waitFor(t, ctx, 5*time.Second, "heat map redrawn whole as drawn shifted", pixels+` === `+strconv.Quote(shifted))
 }
 
 // openTabs opens n more tabs on url, in parallel (a tab takes seconds to open on a busy

@@ -5,7 +5,12 @@
 //   breaker and blackboard lists are replaced, never appended to.
 // - Rendering happens in requestAnimationFrame only, at most once per frame (and the
 //   tick-driven parts at most every TICKS_RENDER_MS): event handlers change state and
-//   mark what is dirty.
+//   mark what is dirty. A hidden tab renders nothing and polls nothing: it only keeps
+//   its data, and draws once when it is shown again (docs/decisions.md, "Dashboard
+//   cost in the browser").
+// - The heat map is drawn incrementally: new ticks shift the canvas and draw their own
+//   columns only; a change of geometry, rows or colours redraws it whole.
+// - The DOM is written only where its content changed (setText, setHidden).
 // - Status is never shown by colour alone: every status also has a shape (bar height,
 //   outline, hatch, notch) and a glyph, and the tooltip spells it out.
 // - Text from the daemon is put in the page with textContent, never as HTML.
@@ -60,7 +65,9 @@
   const $ = (id) => document.getElementById(id);
   let colours = {};
 
+  let coloursGen = 0; // changes with the colours: the heat map is then redrawn whole
   function readColours() {
+    coloursGen++;
     const cs = getComputedStyle(document.documentElement);
     for (const k of ['ok', 'retried', 'warn', 'bad', 'open', 'probe', 'idle', 'skip', 'fg', 'muted', 'line', 'card']) {
       colours[k] = cs.getPropertyValue('--' + k).trim() || '#888';
@@ -79,6 +86,10 @@
   let ticksTimer = 0;
   let ticksDrawn = 0;
   function mark(...parts) {
+    if (document.hidden) { // drawn when shown again: see onVisibility
+      for (const p of parts) dirty.add(p);
+      return;
+    }
     for (const p of parts) {
       if (p !== 'ticks') dirty.add(p);
       else if (!ticksTimer && !dirty.has('ticks')) {
@@ -89,10 +100,11 @@
     if (dirty.size) request();
   }
   function request() {
-    if (!frame) frame = requestAnimationFrame(render);
+    if (!frame && !document.hidden) frame = requestAnimationFrame(render);
   }
   function render() {
     frame = 0;
+    if (document.hidden) return; // dirty stays marked until the tab is shown
     const parts = new Set(dirty);
     dirty.clear();
     if (parts.has('conn')) renderConn();
@@ -102,6 +114,28 @@
     if (parts.has('countdown')) renderCountdowns();
     if (parts.has('board')) renderBoard();
     if (parts.has('modules')) renderModules();
+  }
+
+  // onVisibility draws everything once when the tab is shown, and refreshes what a
+  // hidden tab stopped polling.
+  function onVisibility() {
+    if (document.hidden) return;
+    clearTimeout(ticksTimer);
+    ticksTimer = 0;
+    dirty.add('ticks');
+    mark('conn', 'breakers', 'board', 'modules', 'countdown');
+    pollPanels();
+    refreshModules();
+    refreshRole();
+  }
+
+  // setText and setHidden write the DOM only when the value changes: an unchanged
+  // write still costs a style and layout pass.
+  function setText(e, v) {
+    if (e.textContent !== v) e.textContent = v;
+  }
+  function setHidden(e, v) {
+    if (e.hidden !== v) e.hidden = v;
   }
 
   // el builds an element: el('td', {class: 'x'}, 'text', child).
@@ -238,6 +272,7 @@
         return;
       }
       if (m.type === 'tick') ingest(typeof m.sum === 'string' ? JSON.parse(m.sum) : m.sum, m.boot);
+      else if (m.type === 'ticks') for (const raw of m.sums) ingest(JSON.parse(raw), m.boot);
       else if (m.type === 'breaker') refreshBreakers();
       if (m.state && S.conn !== m.state) { S.conn = m.state; mark('conn'); }
     };
@@ -250,6 +285,26 @@
     // A follower learns the state from the leader's messages; say so meanwhile.
     T.bc.postMessage({ type: 'hello' });
     setInterval(() => share({ type: 'beat' }), 2000);
+  }
+
+  // forward passes the stream's summaries on to the other tabs in batches, one message
+  // every FORWARD_MS at most, as the JSON text received: a message per tick would wake
+  // every tab (and the browser process that carries the channel) at the tick rate.
+  const FORWARD_MS = 50;
+  const fwd = { sums: [], boot: '', timer: 0 };
+  function forward(raw, boot) {
+    if (!T.bc) return;
+    if (fwd.sums.length && boot !== fwd.boot) flushForward();
+    fwd.sums.push(raw);
+    fwd.boot = boot;
+    if (!fwd.timer) fwd.timer = setTimeout(flushForward, FORWARD_MS);
+  }
+  function flushForward() {
+    clearTimeout(fwd.timer);
+    fwd.timer = 0;
+    if (!fwd.sums.length) return;
+    share({ type: 'ticks', sums: fwd.sums, boot: fwd.boot });
+    fwd.sums = [];
   }
 
   const bootOf = (id) => (id || '').replace(/^W\//, '').replace(/"/g, '').split('-')[0];
@@ -276,10 +331,10 @@
     es.onerror = () => streamFailed(es);
     es.addEventListener('tick', (e) => {
       const boot = bootOf(e.lastEventId);
-      share({ type: 'tick', sum: e.data, boot });
+      forward(e.data, boot);
       ingest(JSON.parse(e.data), boot);
     });
-    es.addEventListener('breaker', () => { share({ type: 'breaker' }); refreshBreakers(); });
+    es.addEventListener('breaker', () => { flushForward(); share({ type: 'breaker' }); refreshBreakers(); });
     es.addEventListener('emergency', () => mark('ticks'));
   }
 
@@ -354,9 +409,18 @@
     }
   }
 
+  // pollPanels refreshes the breakers and the blackboard; a hidden tab does not ask
+  // (onVisibility asks when it is shown).
+  function pollPanels() {
+    if (document.hidden) return;
+    refreshBreakers();
+    refreshBoard();
+  }
+
   let breakersBusy = false;
   async function refreshBreakers() {
-    if (breakersBusy) return; // breaker events can come every tick: one request at a time
+    // Breaker events can come every tick: one request at a time, none while hidden.
+    if (breakersBusy || document.hidden) return;
     breakersBusy = true;
     try {
       const r = await getJSON('/breakers');
@@ -477,57 +541,113 @@
     }
   }
 
-  function heatGeometry(canvas) {
-    const cssW = canvas.clientWidth || canvas.parentElement.clientWidth;
-    // Cells are at least 2 px wide: a narrow screen (a phone) shows fewer ticks.
-    const cellW = Math.max(2, cssW / VIEW);
-    return { cssW, cellW, cols: Math.min(VIEW, Math.floor(cssW / cellW)) };
+  // The widths of the heat map's grid cell and of the timing chart, in CSS pixels, kept
+  // by a ResizeObserver: reading them in a frame would force a layout.
+  const size = { hm: 0, tmW: 0, tmH: 0 };
+  function watchSizes() {
+    const ro = new ResizeObserver(() => {
+      size.hm = $('hm-cell').clientWidth;
+      size.tmW = $('timing').clientWidth;
+      size.tmH = $('timing').clientHeight;
+      mark('ticks');
+    });
+    ro.observe($('hm-cell'));
+    ro.observe($('timing'));
   }
+
+  // heatGeometry returns the heat map's columns. Cells are a whole number of CSS pixels
+  // wide, at least 2 (a narrow screen, a phone, shows fewer ticks), so that the canvas
+  // shifts by whole columns; the canvas is as wide as its columns.
+  function heatGeometry() {
+    if (!size.hm) size.hm = $('hm-cell').clientWidth;
+    const cellW = Math.max(2, Math.floor(size.hm / VIEW));
+    const cols = Math.max(1, Math.min(VIEW, Math.floor(size.hm / cellW)));
+    return { cssW: cols * cellW, cellW, cols };
+  }
+
+  // HM is what the heat map's canvas shows: the key of its geometry, rows and colours,
+  // and the summaries of its columns, oldest first.
+  const HM = { key: '', cols: [] };
 
   function renderHeatmap() {
     const canvas = $('heatmap');
-    const g = heatGeometry(canvas);
+    const g = heatGeometry();
     const ticks = visible(g.cols);
     const rows = layout(ticks);
     const cssH = Math.max(ROW_H, rows.length * ROW_H);
     const dpr = window.devicePixelRatio || 1;
-    canvas.style.height = cssH + 'px';
-    $('hm-labels').style.setProperty('--row-h', ROW_H + 'px');
     if (canvas.width !== Math.round(g.cssW * dpr) || canvas.height !== Math.round(cssH * dpr)) {
       canvas.width = Math.round(g.cssW * dpr);
       canvas.height = Math.round(cssH * dpr);
+      canvas.style.width = g.cssW + 'px';
+      canvas.style.height = cssH + 'px';
     }
     const ctx = canvas.getContext('2d');
+    const key = `${g.cssW}x${cssH}@${dpr}|${S.rowsKey}|${coloursGen}`;
+    const from = HM.key === key ? shiftHeatmap(ctx, canvas, ticks, g.cellW * dpr) : -1;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, g.cssW, cssH);
-    rows.forEach((r, ri) => {
-      if (r.tier !== undefined && ri > 0) {
-        ctx.fillStyle = colours.line;
-        ctx.fillRect(0, ri * ROW_H, g.cssW, 1);
-      }
-    });
-    ticks.forEach((s, ci) => {
-      const x = Math.round(ci * g.cellW);
-      const cw = Math.round((ci + 1) * g.cellW) - x;
-      const w = cw - (cw > 3 ? 1 : 0); // a gap between columns when there is room
-      const tiers = s.tiers || [];
+    if (from < 0) {
+      ctx.clearRect(0, 0, g.cssW, cssH);
       rows.forEach((r, ri) => {
-        const y = ri * ROW_H;
-        if (r.tier !== undefined) drawTier(ctx, x, y, w, ROW_H, tiers.find((t) => t.index === r.index));
-        else {
-          const m = s._m.get(r.module);
-          if (m) drawCell(ctx, x, y, w, ROW_H, STATUS[m.status] || UNKNOWN);
+        if (r.tier !== undefined && ri > 0) {
+          ctx.fillStyle = colours.line;
+          ctx.fillRect(0, ri * ROW_H, g.cssW, 1);
         }
       });
-    });
-    canvas.dataset.columns = String(ticks.length);
-    canvas.dataset.firstTick = ticks.length ? String(ticks[0].tick_id) : '';
-    canvas.dataset.lastTick = ticks.length ? String(ticks[ticks.length - 1].tick_id) : '';
+    }
+    for (let ci = Math.max(0, from); ci < ticks.length; ci++) drawColumn(ctx, g, rows, ticks[ci], ci, cssH);
+    HM.key = key;
+    HM.cols = ticks;
+    const hm = canvas.dataset;
+    hm.columns = String(ticks.length);
+    hm.firstTick = ticks.length ? String(ticks[0].tick_id) : '';
+    hm.lastTick = ticks.length ? String(ticks[ticks.length - 1].tick_id) : '';
     S.geom = { ...g, ticks, rows };
-    $('hm-range').textContent = ticks.length
+    setText($('hm-range'), ticks.length
       ? `ticks ${ticks[0].tick_id}–${ticks[ticks.length - 1].tick_id}${S.viewEnd === null ? ' (live)' : ' (paused: history)'} · ${S.ticks.length} loaded`
-      : 'waiting for ticks…';
-    $('hm-live').disabled = S.viewEnd === null;
+      : 'waiting for ticks…');
+    if ($('hm-live').disabled !== (S.viewEnd === null)) $('hm-live').disabled = S.viewEnd === null;
+  }
+
+  // shiftHeatmap moves the columns already drawn to where ticks puts them (to the left,
+  // as new ticks arrive) and returns the index of the first column still to draw, or -1
+  // when the canvas must be redrawn whole (the window moved back, or jumped).
+  function shiftHeatmap(ctx, canvas, ticks, colPx) {
+    const old = HM.cols;
+    if (!old.length) return -1;
+    const j = ticks.lastIndexOf(old[old.length - 1]); // the newest column drawn, now at j
+    const shift = j - (old.length - 1); // columns to move: negative is to the left
+    if (j < 0 || shift > 0 || (ticks.length && old[-shift] !== ticks[0])) return -1;
+    if (shift < 0) {
+      ctx.save();
+      ctx.setTransform(1, 0, 0, 1, 0, 0);
+      ctx.globalCompositeOperation = 'copy';
+      ctx.drawImage(canvas, shift * colPx, 0);
+      ctx.restore();
+    }
+    return j + 1;
+  }
+
+  // drawColumn draws the cells of tick s in column ci, over what was there.
+  function drawColumn(ctx, g, rows, s, ci, cssH) {
+    const x = ci * g.cellW;
+    const cw = g.cellW;
+    const w = cw - (cw > 3 ? 1 : 0); // a gap between columns when there is room
+    ctx.clearRect(x, 0, cw, cssH);
+    const tiers = s.tiers || [];
+    rows.forEach((r, ri) => {
+      const y = ri * ROW_H;
+      if (r.tier === undefined) {
+        const m = s._m.get(r.module);
+        if (m) drawCell(ctx, x, y, w, ROW_H, STATUS[m.status] || UNKNOWN);
+        return;
+      }
+      if (ri > 0) {
+        ctx.fillStyle = colours.line;
+        ctx.fillRect(x, y, cw, 1);
+      }
+      drawTier(ctx, x, y, w, ROW_H, tiers.find((t) => t.index === r.index));
+    });
   }
 
   function hit(x, y) {
@@ -542,7 +662,7 @@
   function renderTooltip() {
     const tip = $('tooltip');
     const h = S.hover && hit(S.hover.x, S.hover.y);
-    if (!h || !h.row) { tip.hidden = true; return; }
+    if (!h || !h.row) { setHidden(tip, true); return; }
     const s = h.tick;
     const dl = el('dl');
     const add = (k, v) => { if (v !== '' && v !== undefined && v !== null) dl.append(el('dt', null, k), el('dd', null, v)); };
@@ -619,10 +739,11 @@
 
   function renderTiming() {
     const canvas = $('timing');
-    const g = S.geom || heatGeometry($('heatmap'));
+    const g = S.geom || heatGeometry();
     const ticks = g.ticks || [];
-    const cssW = canvas.clientWidth;
-    const cssH = canvas.clientHeight;
+    if (!size.tmW) { size.tmW = canvas.clientWidth; size.tmH = canvas.clientHeight; }
+    const cssW = size.tmW;
+    const cssH = size.tmH;
     const dpr = window.devicePixelRatio || 1;
     if (canvas.width !== Math.round(cssW * dpr) || canvas.height !== Math.round(cssH * dpr)) {
       canvas.width = Math.round(cssW * dpr);
@@ -663,8 +784,8 @@
     });
     const lags = ticks.map((s) => s.start_lag_ms).sort((a, b) => a - b);
     const p = (q) => (lags.length ? lags[Math.min(lags.length - 1, Math.floor(q * lags.length))] : undefined);
-    $('tm-stats').textContent = ticks.length
-      ? `lag p50 ${ms(p(0.5))} · p99 ${ms(p(0.99))} · overruns ${overruns} · skipped grid points ${skipped}` : '';
+    setText($('tm-stats'), ticks.length
+      ? `lag p50 ${ms(p(0.5))} · p99 ${ms(p(0.99))} · overruns ${overruns} · skipped grid points ${skipped}` : '');
   }
 
   function timingGrid(ctx, w, yOf, lo, hi) {
@@ -703,20 +824,20 @@
     const em = last && last.emergency;
     const banner = $('emergency');
     if (em && (em.active || last.emergency_mode)) {
-      banner.hidden = false;
-      banner.dataset.sinceTick = String(em.since_tick);
-      $('em-reason').textContent = em.reason || 'safety tier failed';
+      setHidden(banner, false);
+      if (banner.dataset.sinceTick !== String(em.since_tick)) banner.dataset.sinceTick = String(em.since_tick);
+      setText($('em-reason'), em.reason || 'safety tier failed');
       const healthy = S.recoverAfter ? `${em.healthy_ticks}/${S.recoverAfter}` : String(em.healthy_ticks);
-      $('em-detail').textContent = `since tick ${em.since_tick} · ${em.latched ? 'LATCHED: needs an operator reset' : 'not latched'} · healthy ticks ${healthy}`;
+      setText($('em-detail'), `since tick ${em.since_tick} · ${em.latched ? 'LATCHED: needs an operator reset' : 'not latched'} · healthy ticks ${healthy}`);
     } else {
-      banner.hidden = true;
+      setHidden(banner, true);
     }
     const lastEm = $('em-last');
     if (em && !em.active && em.reason) {
-      lastEm.hidden = false;
-      lastEm.textContent = `Last emergency: ${em.reason} (from tick ${em.since_tick}${em.ended_tick ? ' to ' + em.ended_tick : ''})`;
+      setHidden(lastEm, false);
+      setText(lastEm, `Last emergency: ${em.reason} (from tick ${em.since_tick}${em.ended_tick ? ' to ' + em.ended_tick : ''})`);
     } else {
-      lastEm.hidden = true;
+      setHidden(lastEm, true);
     }
   }
 
@@ -728,7 +849,7 @@
 
   function renderLatest() {
     const last = S.ticks[S.ticks.length - 1];
-    $('latest').textContent = last ? `tick ${last.tick_id} · ${last.overall_severity} · ${last.finish}` : '';
+    setText($('latest'), last ? `tick ${last.tick_id} · ${last.overall_severity} · ${last.finish}` : '');
   }
 
   // ---- breakers -----------------------------------------------------------------------
@@ -969,17 +1090,19 @@
   function start() {
     readColours();
     refreshRole();
-    setInterval(refreshRole, 2000);
+    setInterval(() => { if (!document.hidden) refreshRole(); }, 2000);
     wire();
     legend();
+    $('hm-labels').style.setProperty('--row-h', ROW_H + 'px');
+    watchSizes();
+    document.addEventListener('visibilitychange', onVisibility);
     mark('conn', 'ticks');
     loadConfig();
     refreshModules();
-    refreshBreakers();
-    refreshBoard();
-    setInterval(() => { refreshBreakers(); refreshBoard(); }, POLL_MS);
-    setInterval(refreshModules, 10000);
-    setInterval(() => { if (S.countdownRunning) mark('countdown'); }, 100);
+    pollPanels();
+    setInterval(pollPanels, POLL_MS);
+    setInterval(() => { if (!document.hidden) refreshModules(); }, 10000);
+    setInterval(() => { if (S.countdownRunning && !document.hidden) mark('countdown'); }, 100);
     if (FORCE_POLL) {
       T.mode = 'poll';
       loadOlder();

@@ -219,7 +219,7 @@ func TestReadLimitClientLeavingGivesItsTurnBack(t *testing.T) {
 			w, _ := p.get(ctx, "/modules") // its turn is 1 s away
 			left <- w
 		}()
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // virtual time (synctest bubble)
 		cancel()
 		if w := <-left; w.Body.Len() != 0 {
 			t.Errorf("a client that left was answered: %d %s", w.Code, w.Body)

@@ -43,7 +43,7 @@ func (realClock) Now() time.Time { return time.Now() }
 
 // Since returns the time elapsed on c since t. On the real clock it reads only the
 // monotonic clock (time.Since, for a t that carries a monotonic reading), where c.Now()
-// also reads the wall clock: half the cost on hot paths that only need a duration.
+// also reads the wall clock, which hot paths that only need a duration can skip.
 func Since(c Clock, t time.Time) time.Duration {
 	if IsReal(c) {
 		return time.Since(t)

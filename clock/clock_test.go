@@ -110,7 +110,7 @@ func TestRealTimers(t *testing.T) {
 func TestRealTimerParity(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		staleAfterStopOrReset(t, clock.Real(), func(d time.Duration) {
-			time.Sleep(d)
+			time.Sleep(d) // virtual time: the real clock inside a synctest bubble
 			synctest.Wait()
 		})
 	})

@@ -9,7 +9,8 @@ import (
 // A Stamp is a time read from a clock, for timing what follows it (see Elapsed). On the
 // real clock, where the processor's time-stamp counter keeps the kernel's time (Linux on
 // amd64 with the clock source tsc), it also holds the counter, and Elapsed reads that
-// instead of the clock, which costs a fraction of a clock read (clock/tsc; BenchmarkElapsed).
+// instead of the clock, which is cheaper than a clock read (clock/tsc; BENCHMARKS.md,
+// BenchmarkElapsed).
 // Inside a testing/synctest bubble, where the real clock is virtual (time.Now carries no
 // monotonic reading), and on any other clock, Elapsed reads the clock.
 //

@@ -14,12 +14,12 @@ func TestStampVirtual(t *testing.T) {
 		if s.c != 0 {
 			t.Fatal("a stamp of virtual time holds the processor's counter")
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // virtual time (synctest bubble)
 		d, end := Elapsed(Real(), s)
 		if d != 2*time.Millisecond || !end.Time().Equal(s.Time().Add(d)) {
 			t.Fatalf("Elapsed = %v ending at %v, want 2ms ending at %v", d, end.Time(), s.Time().Add(2*time.Millisecond))
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // virtual
 		if d, _ := Elapsed(Real(), end); d != time.Millisecond {
 			t.Fatalf("the next link: Elapsed = %v, want 1ms", d)
 		}

@@ -8,8 +8,8 @@ import (
 
 // recPool keeps the records of earlier ticks' summary lines that nobody refers to any more,
 // so that a tick can reuse them instead of allocating: the records are most of the bytes a
-// tick allocates, and the collections they cause a large part of a tick's cost and of its
-// tail (BENCHMARKS.md, BenchmarkTick).
+// tick allocates, and the collections they would cause add to a tick's cost and its tail
+// (BENCHMARKS.md, BenchmarkTick).
 //
 // A tick registers a cleanup on its lines (runtime.AddCleanup). Once the collector has
 // found them unreachable (no summary, reader or late runner refers to them any more, and

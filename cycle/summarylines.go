@@ -13,8 +13,8 @@ import (
 // tickLines is the module lines of one tick's summary in the engine's compact form, read
 // through faultsummary.Lines. A whole faultsummary.Module is 240 bytes with a dozen
 // pointers, most of them the module's identity (name, tier, breaker, key), the same tick
-// after tick; in a large cycle those lines were a lot of fresh memory written and then
-// scanned by the garbage collector every tick. Here a module's line is a lineRec of plain
+// after tick; in a large cycle such lines would be fresh memory written and then scanned
+// by the garbage collector every tick. Here a module's line is a lineRec of plain
 // values (40 bytes the collector does not scan) and its served value; its identity is read
 // from the state the tick ran under, and what only exceptions carry (error text, a
 // fallback's served entry) is kept aside. The runners write the records of the modules they

@@ -152,7 +152,7 @@ const (
 // the engine. The runner that finishes a tier settles it (its exceptions: fallbacks,
 // breaker failures, retry counts, degraded keys) and starts the next: a tick costs the
 // engine two thread hand-offs (wake a runner, be woken at the end) instead of two per
-// tier, which on two cores were a fifth to a third of a tick of 500 trivial modules. A
+// tier, and hand-offs are most of the engine's own work in a tick of trivial modules. A
 // tier that fails or aborts the tick or fails the safety tier (the engine decides what
 // follows: stop, emergency mode), the last tier, any tier in emergency mode, a tier whose
 // last module finished on its own goroutine, and a tier the engine takes at its deadline
@@ -324,8 +324,8 @@ func (tr *tierRun) stopStall() { tr.e.stall.stop(tr, tr.dispatched.Load()) }
 //
 // The timer is armed once for a run of tiers, not once per tier: arming a Go timer that
 // falls due before every other one wakes the thread in the network poller or an idle P
-// (runtime.wakeNetPoller), and five tiers arming and stopping it each were a visible part
-// of a tick of five trivial modules (BenchmarkTick N=5).
+// (runtime.wakeNetPoller), a cost a small tick would pay once per tier (BENCHMARKS.md,
+// BenchmarkTick).
 // A watch that replaces another leaves the timer as it is, since it falls due no later
 // than the new watch's check (checks are due stallCheck after a watch starts, and watches
 // start in time order); a check that comes early re-arms the timer for the rest. A tier
@@ -755,7 +755,7 @@ func (w *worker) execute(tr *tierRun, at clock.Stamp) clock.Stamp {
 	var endAt clock.Stamp
 	if start.Before(tr.deadline) && tr.ctx.Err() == nil {
 		// The checks RunFrom makes before the first attempt: the first attempt is made
-		// here, and the runner is entered only to retry (a tenth of a trivial module's run).
+		// here, and the runner is entered only to retry.
 		err := w.attempt(tr.ctx, 1)
 		d, endAt = clock.Elapsed(w.e.clock, at)
 		if err != nil {

@@ -78,7 +78,7 @@ func TestPeersAbandonHungModule(t *testing.T) {
 		spec := Spec{Tiers: ts, Modules: mods}
 		for name, c := range contenders(t, spec) {
 			for tick := 0; tick < 3; tick++ {
-				time.Sleep(5 * time.Millisecond) // a scheduler leaves the rest of the period
+				time.Sleep(5 * time.Millisecond) // virtual: a scheduler leaves the rest of the period
 				if err := c.Tick(context.Background()); err != nil {
 					t.Fatal(err)
 				}
@@ -102,7 +102,7 @@ func TestPeersAbandonHungModule(t *testing.T) {
 				}
 			}
 			c.Close()
-			time.Sleep(120 * time.Millisecond) // let the hung module return
+			time.Sleep(120 * time.Millisecond) // virtual: let the hung module return
 		}
 		if conc.Max() != 1 {
 			t.Errorf("hung module ran %d times concurrently", conc.Max())

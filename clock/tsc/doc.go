@@ -1,7 +1,7 @@
 // Package tsc times short intervals with the processor's time-stamp counter, where the
 // kernel keeps its own clock with it. It is the leaf under clock.Stamp: the engine times
-// every module it runs, and a plain RDTSC is a fraction of the cost of a monotonic clock
-// read, which the vDSO orders behind the instructions before it (RDTSCP, or a fence and
+// every module it runs, and a plain RDTSC is cheaper than a monotonic clock read, which
+// the vDSO orders behind the instructions before it (RDTSCP, or a fence and
 // RDTSC). BenchmarkElapsed in BENCHMARKS.md has the figures.
 //
 // The counter is used only where the kernel trusts it: on Linux on amd64 with the clock

@@ -10,8 +10,8 @@ import (
 // Five seed tiers whose budgets add up to 9 ms, so that a tick in which every tier runs to
 // its deadline still fits in the period of 10 ms; what does not fit (scheduling jitter, GC)
 // is an overrun, handled by overrun: skip and recorded in the summary. Half the modules of
-// tiers 1-4 wait 20-200 µs on each attempt (in practice longer: Go's timers do not wake
-// an idle process within a millisecond), the others and the safety modules return at
+// tiers 1-4 wait 20-200 µs on each attempt (longer when the process is idle, as Go's
+// timers wake it late), the others and the safety modules return at
 // once, so that emergencies come from the injected safety faults; injected latency spikes
 // (2-6 ms) and hangs (50-400 ms, ignoring the context) blow through the budgets on purpose.
 //

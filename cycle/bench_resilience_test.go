@@ -1,7 +1,6 @@
 package cycle
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -27,26 +26,7 @@ func BenchmarkTickResilience(b *testing.B) {
 			for i := range regs {
 				regs[i].Spec.Bulkhead = "bh-" + regs[i].Spec.Tier
 			}
-			e, err := New(cfg, regs)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer e.Close()
-			ctx := context.Background()
-			for i := 0; i <= max(fastStreak, 6); i++ {
-				if _, err := e.Tick(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := processCPU()
-			for i := 0; i < b.N; i++ {
-				if _, err := e.Tick(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportCPU(b, cpu0, n)
+			benchTicks(b, cfg, regs, n)
 		})
 	}
 }

@@ -84,27 +84,7 @@ func benchTick(b *testing.B, timing Timing, sizes []int) {
 						ts[i].Breaker = breaker.Settings{FailureThreshold: 5, Cooldown: 30 * time.Second}
 					}
 				}
-				e, err := New(Config{Tiers: ts, History: 16, Timing: timing}, benchModules(n, bc.failing))
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer e.Close()
-				ctx := context.Background()
-				// Warm up: modules proven fast, keys stored, and the failing modules'
-				// breakers open where they may.
-				for i := 0; i <= max(fastStreak, 6); i++ {
-					if _, err := e.Tick(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if _, err := e.Tick(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/module")
+				benchTicks(b, Config{Tiers: ts, History: 16, Timing: timing}, benchModules(n, bc.failing), n)
 			})
 		}
 	}

@@ -44,6 +44,34 @@ func problems(t *testing.T, err error) tiers.Problems {
 	return ve.Problems
 }
 
+// wantRejected loads yaml, wants it rejected with problems at exactly the paths want, the first
+// one's message containing msg, and returns the error.
+func wantRejected(t *testing.T, yaml string, want []string, msg string) error {
+	t.Helper()
+	_, err := load(t, yaml)
+	ps := problems(t, err)
+	if got := paths(ps); !slices.Equal(got, want) {
+		t.Fatalf("paths %q, want %q\n%v", got, want, err)
+	}
+	if !strings.Contains(ps[0].Message, msg) {
+		t.Fatalf("message %q does not contain %q", ps[0].Message, msg)
+	}
+	return err
+}
+
+// wantProblemAt loads yaml and wants it rejected with a problem at path (among others).
+func wantProblemAt(t *testing.T, yaml, path string) {
+	t.Helper()
+	_, err := load(t, yaml)
+	if err == nil {
+		t.Errorf("%q: accepted", yaml)
+		return
+	}
+	if got := paths(problems(t, err)); !slices.Contains(got, path) {
+		t.Errorf("%q: problems at %v; want %s", yaml, got, path)
+	}
+}
+
 func paths(ps tiers.Problems) []string {
 	out := make([]string, len(ps))
 	for i, p := range ps {
@@ -311,14 +339,7 @@ modules:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := load(t, tt.yaml)
-			ps := problems(t, err)
-			if got := paths(ps); !slices.Equal(got, tt.paths) {
-				t.Fatalf("paths %q, want %q\n%v", got, tt.paths, err)
-			}
-			if !strings.Contains(ps[0].Message, tt.msg) {
-				t.Fatalf("message %q does not contain %q", ps[0].Message, tt.msg)
-			}
+			err := wantRejected(t, tt.yaml, tt.paths, tt.msg)
 			if !strings.Contains(err.Error(), "test.yaml") {
 				t.Fatalf("error %q does not name the file", err)
 			}

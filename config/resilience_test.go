@@ -1,8 +1,6 @@
 package config_test
 
 import (
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -59,14 +57,7 @@ func TestLoadRateBreakerRejections(t *testing.T) {
 			[]string{"tiers[0].breaker.failure_rate"}, "must be > 0 and <= 1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := load(t, tt.yaml)
-			ps := problems(t, err)
-			if got := paths(ps); !slices.Equal(got, tt.paths) {
-				t.Fatalf("paths %q, want %q\n%v", got, tt.paths, err)
-			}
-			if !strings.Contains(ps[0].Message, tt.msg) {
-				t.Fatalf("message %q does not contain %q", ps[0].Message, tt.msg)
-			}
+			wantRejected(t, tt.yaml, tt.paths, tt.msg)
 		})
 	}
 }
@@ -120,14 +111,7 @@ func TestLoadResilienceRejections(t *testing.T) {
 		{"bad on_reject", "modules:\n  - {name: a, tier: planning, on_reject: explode}\n", []string{"modules[0].on_reject"}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := load(t, tt.yaml)
-			ps := problems(t, err)
-			if got := paths(ps); !slices.Equal(got, tt.paths) {
-				t.Fatalf("paths %q, want %q\n%v", got, tt.paths, err)
-			}
-			if !strings.Contains(ps[0].Message, tt.msg) {
-				t.Fatalf("message %q does not contain %q", ps[0].Message, tt.msg)
-			}
+			wantRejected(t, tt.yaml, tt.paths, tt.msg)
 		})
 	}
 }

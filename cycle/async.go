@@ -87,6 +87,9 @@ func (e *Engine) syncAsync(st *state) {
 		return
 	}
 	b.forSt = st
+	if len(st.async) == 0 && len(b.rts) == 0 {
+		return // none before, none now: nothing to build at the tick boundary
+	}
 	if b.ctx == nil && len(st.async) > 0 { // none ever: collectAsync is never asked
 		b.ctx, b.cancel = context.WithCancel(context.Background())
 	}

@@ -152,7 +152,7 @@ func TestAsyncRunSurvivesRegistration(t *testing.T) {
 			}
 		}}
 		e := newEngine(t, Config{}, []Registration{reg("s", "safety", ok(0)), reg("bg", "knowledge", bg, asyncSpec(time.Second))})
-		tick(t, e) // bg starts after tick 1
+		tick(t, e)      // bg starts after tick 1
 		synctest.Wait() // its goroutine has run into the module, which waits for release
 		if err := e.Register(reg("x", "planning", ok(1))); err != nil {
 			t.Fatal(err)

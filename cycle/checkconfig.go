@@ -37,11 +37,13 @@ func CheckConfig(cfg Config, plan *tiers.Plan) check.Config {
 			out.Async = append(out.Async, pm.Spec.Name) // no line, no breaker (see async.go)
 			continue
 		}
-		out.Modules = append(out.Modules, checkModule(pm, ts, c, out.Breakers))
+		m := checkModule(pm, ts, c, out.Breakers)
+		moduleResilience(&m, pm.Spec, ts, c)
+		m.Priority, m.Critical = pm.Spec.Priority, pm.Spec.Critical
+		out.Modules = append(out.Modules, m)
 	}
-	addResilienceChecks(&out, c, ts, plan)
-
-	checkGuards(cfg, plan, &out)
+	addBudgetChecks(&out, c)
+	checkGuards(cfg, &out)
 	out.Emergency.Latch = c.Emergency.Latch
 	out.Emergency.RecoverAfter = c.Emergency.RecoverAfter
 	if cfg.Emergency.SkipTiers == nil {

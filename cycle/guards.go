@@ -248,21 +248,13 @@ func validateGuards(cfg Config) tiers.Problems {
 	return ps
 }
 
-// checkGuards adds what the checker needs of load shedding, startup and asynchronous
-// modules to out.
-func checkGuards(cfg Config, plan *tiers.Plan, out *check.Config) {
+// checkGuards adds what the checker needs of load shedding and startup to out (each
+// module's priority is set with the module, in CheckConfig).
+func checkGuards(cfg Config, out *check.Config) {
 	out.Shedding = cfg.Shedding != nil
 	if cfg.Shedding != nil && cfg.Shedding.Floor != nil {
 		f := *cfg.Shedding.Floor
 		out.ShedFloor = &f
 	}
 	out.Startup = cfg.Startup != nil
-	j := 0
-	for _, pm := range plan.Modules {
-		if pm.Spec.Async {
-			continue
-		}
-		out.Modules[j].Priority, out.Modules[j].Critical = pm.Spec.Priority, pm.Spec.Critical
-		j++
-	}
 }

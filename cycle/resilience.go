@@ -301,22 +301,23 @@ func (w *worker) endRun() {
 	}
 }
 
-// addResilienceChecks adds to out what the checker needs of c's bulkheads and retry
-// budgets: each module's bulkhead, on_reject and budget, and the budgets' settings with
-// their defaults resolved.
-func addResilienceChecks(out *check.Config, c Config, ts []tiers.Tier, plan *tiers.Plan) {
-	for i := range out.Modules {
-		m, spec := &out.Modules[i], plan.Modules[i].Spec
-		m.Bulkhead, m.OnReject = spec.Bulkhead, spec.OnReject
-		switch {
-		case spec.RetryBudget != "":
-			m.RetryBudget = spec.RetryBudget
-		case m.Tier < len(ts):
-			if _, ok := c.RetryBudgets.Tiers[ts[m.Tier].Name]; ok {
-				m.RetryBudget = ts[m.Tier].Name
-			}
+// moduleResilience sets on m, the checker's view of the module spec, its bulkhead,
+// on_reject and the retry budget it counts against (its named downstream's, else its
+// tier's if the tier has one).
+func moduleResilience(m *check.Module, spec tiers.ModuleSpec, ts []tiers.Tier, c Config) {
+	m.Bulkhead, m.OnReject = spec.Bulkhead, spec.OnReject
+	switch {
+	case spec.RetryBudget != "":
+		m.RetryBudget = spec.RetryBudget
+	case m.Tier < len(ts):
+		if _, ok := c.RetryBudgets.Tiers[ts[m.Tier].Name]; ok {
+			m.RetryBudget = ts[m.Tier].Name
 		}
 	}
+}
+
+// addBudgetChecks adds to out the settings of c's retry budgets, their defaults resolved.
+func addBudgetChecks(out *check.Config, c Config) {
 	add := func(name string, s retrybudget.RatioSettings) {
 		if s.Window <= 0 && s.WindowTime <= 0 {
 			s.Window = retrybudget.DefaultWindow

@@ -372,3 +372,44 @@ func TestRetryBudgetMinPerTick(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckConfigBesideAsync: an asynchronous module has no summary line, so the checker's
+// modules skip it; each module still gets its own bulkhead, retry budget and priority.
+// (They were once taken from the plan by position, so that every module after an
+// asynchronous one got the previous module's: a module retrying every tick was counted
+// against a budget it does not use, and the checker reported the budget overspent.)
+func TestCheckConfigBesideAsync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{
+			Bulkheads:    map[string]bulkhead.Settings{"gpu": {MaxInFlight: 4}},
+			RetryBudgets: RetryBudgets{Downstreams: map[string]retrybudget.RatioSettings{"llm": {MinPerTick: 1}}},
+		}
+		regs := []Registration{
+			reg("bg", "knowledge", ok("bg"), func(s *tiers.ModuleSpec) { s.Async = true }),
+			reg("x", "knowledge", ok("x"), func(s *tiers.ModuleSpec) { s.RetryBudget, s.Bulkhead = "llm", "gpu" }),
+			reg("y", "knowledge", failing(fault.Transient(errBoom))), // two retries every tick, no budget
+			reg("z", "planning", ok("z"), func(s *tiers.ModuleSpec) { s.Priority = 3 }),
+		}
+		plan, ps := Validate(cfg, regs)
+		if err := ps.Err(); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]check.Module{"x": {RetryBudget: "llm", Bulkhead: "gpu"}, "y": {}, "z": {Priority: 3}}
+		got := CheckConfig(cfg, plan)
+		if len(got.Modules) != len(want) || len(got.Async) != 1 || got.Async[0] != "bg" {
+			t.Fatalf("modules %+v, async %v: want x, y, z and bg asynchronous", got.Modules, got.Async)
+		}
+		for _, m := range got.Modules {
+			w := want[m.Name]
+			if m.RetryBudget != w.RetryBudget || m.Bulkhead != w.Bulkhead || m.Priority != w.Priority {
+				t.Errorf("%s: budget %q bulkhead %q priority %d, want %q %q %d", m.Name, m.RetryBudget, m.Bulkhead, m.Priority,
+					w.RetryBudget, w.Bulkhead, w.Priority)
+			}
+		}
+		e := newEngine(t, cfg, regs)
+		ss := checked(t, e, newChecker(t, cfg, regs), 3)
+		if a := mod(t, ss[2], "y").Attempts; a != 3 {
+			t.Fatalf("y made %d attempts, want its tier's 3", a)
+		}
+	})
+}

@@ -212,8 +212,13 @@ type feed struct {
 	ops   *opLog
 	chk   *check.Checker
 	stats *tickStats
+	// budgets tallies the retry budgets' counts as the summaries show them.
+	budgets *budgetTally
 
 	dump string // a directory for the summaries that break an invariant ("": none)
+	// recent are the last summaries checked (only with dump): a violation is written with
+	// the ticks before it, which windowed rules (retry budgets, breakers) depend on.
+	recent []*faultsummary.Summary
 
 	ch    chan *faultsummary.Summary
 	next  uint64   // the next tick id to check
@@ -231,8 +236,11 @@ type feed struct {
 }
 
 func newFeed(c *client, b *book, ops *opLog, tol time.Duration, initial string) *feed {
-	return &feed{c: c, book: b, ops: ops, chk: check.New(b.variantConfig(initial), check.WithTolerance(tol)), stats: newTickStats(),
-		ch: make(chan *faultsummary.Summary, 20000), next: 1}
+	cfg := b.variantConfig(initial)
+	f := &feed{c: c, book: b, ops: ops, chk: check.New(cfg, check.WithTolerance(tol)), stats: newTickStats(),
+		budgets: newBudgetTally(), ch: make(chan *faultsummary.Summary, 20000), next: 1}
+	f.budgets.configure(cfg)
+	return f
 }
 
 // progress returns the id of the last tick checked and the violations so far.
@@ -441,18 +449,17 @@ func (f *feed) process(s *faultsummary.Summary) {
 				f.reconfigs++
 			}
 			f.chk.Reconfigure(cfg)
+			f.budgets.configure(cfg)
 			f.fp = fp
 			f.async = cfg.Async
 		}
 	}
 	vs := f.chk.Check(s)
-	if len(vs) > 0 && f.dump != "" {
-		if b, err := json.MarshalIndent(s, "", "  "); err == nil {
-			_ = os.MkdirAll(f.dump, 0o750)
-			_ = os.WriteFile(filepath.Join(f.dump, fmt.Sprintf("tick-%d.json", s.TickID)), b, 0o600)
-		}
+	if f.dump != "" {
+		f.keepRecent(s, len(vs) > 0)
 	}
 	f.stats.add(s)
+	f.budgets.add(s)
 	f.next = s.TickID + 1
 	f.mu.Lock()
 	f.last = s.TickID
@@ -460,6 +467,32 @@ func (f *feed) process(s *faultsummary.Summary) {
 		f.viols = append(f.viols, violation{Violation: v, started: s.StartedAt, finished: s.FinishedAt})
 	}
 	f.mu.Unlock()
+}
+
+// recentKept is how many summaries before a violation -keep writes with it: more than a
+// retry budget's or a rate breaker's window of the soak's configuration.
+const recentKept = 80
+
+// keepRecent remembers s and, if it broke an invariant, writes it and the summaries
+// before it to the dump directory (those already written are left as they are).
+func (f *feed) keepRecent(s *faultsummary.Summary, violated bool) {
+	if len(f.recent) == recentKept {
+		f.recent = append(f.recent[:0], f.recent[1:]...)
+	}
+	f.recent = append(f.recent, s)
+	if !violated {
+		return
+	}
+	_ = os.MkdirAll(f.dump, 0o750)
+	for _, r := range f.recent {
+		name := filepath.Join(f.dump, fmt.Sprintf("tick-%d.json", r.TickID))
+		if _, err := os.Stat(name); err == nil {
+			continue
+		}
+		if b, err := json.MarshalIndent(r, "", "  "); err == nil {
+			_ = os.WriteFile(name, b, 0o600)
+		}
+	}
 }
 
 // tickStats accumulates what the report says about the ticks.

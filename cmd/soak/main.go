@@ -8,7 +8,8 @@
 // -allow (default $SOAK_ALLOW) names checker rules whose violations are reported but do not
 // fail the run, and known-issue keys (reload_syntax: a reload of a file that is not YAML
 // answered 500): a way to keep a known, reported issue from hiding new ones; -keep keeps the
-// configuration, the daemon's log and every summary that broke an invariant.
+// configuration, the daemon's log, and every summary that broke an invariant with the
+// summaries before it (the windows of retry budgets and rate breakers span several ticks).
 //
 // # What runs
 //
@@ -57,7 +58,9 @@
 //     thread measures such stalls, and a tier_budget violation in a tick that overlaps one is
 //     reported as excused by the host rather than failing the run (stall.go).
 //   - Every second: /healthz is 200 "ok" and the last tick id advanced; go_goroutines and
-//     process_resident_memory_bytes from /metrics are recorded.
+//     process_resident_memory_bytes from /metrics are recorded, and each retry budget's
+//     counters are compared with the summaries: its first attempts are those the summaries
+//     show, and it allowed at least the retries they show (budgets.go).
 //   - Goroutines and RSS are bounded: the samples are split into thirds; the first third is
 //     warm-up; the mean of the last third must be at most the mean of the middle third
 //     × 1.05 + 10 goroutines, and × 1.10 + 8 MiB of RSS (sampler.go).
@@ -77,6 +80,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -473,6 +477,9 @@ func (r *report) failures(vs []violation, gt, rt trend, known []string) []string
 	if r.drainErr != nil {
 		failf("final drain: %v", r.drainErr)
 	}
+	for _, m := range budgetMismatches(f.budgets, r.smp.budgets) {
+		failf("retry budget counts: %s", m)
+	}
 	for _, l := range r.leaks {
 		failf("%s", l)
 	}
@@ -530,8 +537,27 @@ func (r *report) printCounts(p func(string, ...any), violations, excused int) {
 	p("  clients          polls %d (200) + %d (304); long-polls %d (slowest %.1f ms); SSE %d connections, %d tick events, %d skip notices; %d other reads",
 		s.get("poll.200"), s.get("poll.304"), s.get("longpoll"), float64(s.get("longpoll.worst_us"))/1000,
 		s.get("sse.connects"), s.get("sse.ticks"), s.get("sse.skipped_notices"), s.get("reads"))
+	r.printBudgets(p)
 	p("  checker feed     %d from the stream, %d filled from GET /ticks, %d reconnects, %d skip notices; history %d",
 		f.sseTicks, f.filled, f.reconnects, f.sseSkips, r.history)
+}
+
+// printBudgets prints each retry budget's counts as the summaries show them and as the
+// daemon's last scrape did (budgets.go).
+func (r *report) printBudgets(p func(string, ...any)) {
+	if len(r.smp.budgets) == 0 {
+		return
+	}
+	last := r.smp.budgets[len(r.smp.budgets)-1]
+	for _, name := range slices.Sorted(maps.Keys(last.counts)) {
+		d := last.counts[name]
+		t, ok := r.f.budgets.through(name, last.after)
+		if !ok {
+			continue
+		}
+		p("  retry budget     %s by tick %d: %d first attempts, %d retries made (summaries); the daemon %d and %d allowed (%d scrapes compared)",
+			name, last.after, t.firsts, t.retries, d.firsts, d.retries, len(r.smp.budgets))
+	}
 }
 
 // printResources prints the goroutine and RSS trends and how the daemon ended.

@@ -29,6 +29,7 @@ type sampler struct {
 
 	mu       sync.Mutex
 	samples  []sample
+	budgets  []budgetScrape // the retry budgets' counts at each sample (budgets.go)
 	healthOK int
 	problems []string
 }
@@ -50,6 +51,7 @@ func (s *sampler) run(ctx context.Context, t0 time.Time) {
 		case <-tk.C:
 		}
 		sm := sample{at: time.Since(t0)}
+		before, _ := s.lastTick(ctx)
 		r, err := s.c.do(ctx, http.MethodGet, "/metrics", nil, false)
 		if ctx.Err() != nil {
 			return
@@ -91,8 +93,24 @@ func (s *sampler) run(ctx context.Context, t0 time.Time) {
 		lastTick = max(lastTick, hz.LastTickID)
 		s.mu.Lock()
 		s.samples = append(s.samples, sm)
+		if before > 0 && hz.LastTickID >= before {
+			s.budgets = append(s.budgets, budgetScrape{before: before, after: hz.LastTickID, counts: scrapeBudgets(r.body)})
+		}
 		s.mu.Unlock()
 	}
+}
+
+// lastTick returns the id of the latest tick /healthz reports (0 on an error).
+func (s *sampler) lastTick(ctx context.Context) (uint64, error) {
+	h, err := s.c.do(ctx, http.MethodGet, "/healthz", nil, false)
+	if err != nil {
+		return 0, err
+	}
+	var hz struct {
+		LastTickID uint64 `json:"last_tick_id"`
+	}
+	err = json.Unmarshal(h.body, &hz)
+	return hz.LastTickID, err
 }
 
 // metricValue returns the value of an unlabelled metric in a Prometheus text exposition.

@@ -426,8 +426,11 @@ func fuzzRegistrations(sch *schedule, cfg *cycle.Config, overlap *atomic.Int32) 
 			Module: &fuzzModule{sch: sch, idx: i, budget: ts[mp.tier].Budget, overlap: overlap}})
 	}
 	if sch.async {
-		regs = append(regs, cycle.Registration{Spec: tiers.ModuleSpec{Name: "bg", Tier: ts[1].Name, Async: true,
-			Timeout: 60 * time.Millisecond}, Module: &fuzzModule{sch: sch, idx: 0, budget: ts[0].Budget, overlap: overlap}})
+		// First, so that every module of its tier and after it follows an asynchronous module
+		// in the plan (which has no summary line: the checker's entries must not shift).
+		bg := cycle.Registration{Spec: tiers.ModuleSpec{Name: "bg", Tier: ts[1].Name, Async: true,
+			Timeout: 60 * time.Millisecond}, Module: &fuzzModule{sch: sch, idx: 0, budget: ts[0].Budget, overlap: overlap}}
+		regs = append([]cycle.Registration{bg}, regs...)
 	}
 	return regs
 }

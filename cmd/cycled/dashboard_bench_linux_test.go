@@ -3,11 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +23,6 @@ import (
 // lagBenchConfig is a 100 Hz daemon with light modules in every seed tier: what is
 // measured is the scheduler's start lag, not the modules.
 const lagBenchConfig = `
-cycle: {period: 10ms, history: 4000}
 modules:
   - {name: guard, tier: safety, builtin: {value: {clear: true}, latency: 200us}}
   - {name: recall, tier: knowledge, builtin: {value: 1, latency: 500us}}
@@ -29,23 +32,42 @@ modules:
 http: {addr: 127.0.0.1:0}
 `
 
+// lagBenchCycle returns the cycle section of the benchmark's daemon: 100 Hz, plus the
+// fields extra gives (DASHBOARD_BENCH_CYCLE, a YAML flow-mapping body such as
+// "timing: precise, realtime_priority: 10"), so that the timing modes a deployment
+// chooses can be measured as they run.
+func lagBenchCycle(extra string) string {
+	if extra = strings.TrimSpace(extra); extra != "" {
+		extra = ", " + extra
+	}
+	return "cycle: {period: 10ms, history: 4000" + extra + "}"
+}
+
 // lagCase is what a window opens: tabs dashboards, each in a window of its own (all
 // visible), or with shared set all in one window, where only the active tab is visible
 // (as in a real browser's window of tabs).
+// With httpOnly set there is no browser: tabs clients make the requests of as many
+// visible dashboards, each with its own stream (dashboardClient), which is the daemon's
+// share of the cost without the browser's.
 type lagCase struct {
-	tabs   int
-	shared bool
+	tabs     int
+	shared   bool
+	httpOnly bool
 }
 
 func (c lagCase) String() string {
-	if c.shared {
+	switch {
+	case c.httpOnly:
+		return fmt.Sprintf("%d dashboards' requests, no browser", c.tabs)
+	case c.shared:
 		return fmt.Sprintf("%d tabs, 1 visible", c.tabs)
 	}
 	return fmt.Sprintf("%d tabs", c.tabs)
 }
 
 // parseLagCases reads DASHBOARD_BENCH_CASES: a comma-separated list of tab counts, a
-// count followed by "s" for tabs sharing one window ("0,8,8s"); the default is "0,8".
+// count followed by "s" for tabs sharing one window, or by "h" for the requests of that
+// many dashboards without a browser ("0,8,8s,8h"); the default is "0,8".
 func parseLagCases(t *testing.T, v string) []lagCase {
 	t.Helper()
 	if v == "" {
@@ -53,8 +75,8 @@ func parseLagCases(t *testing.T, v string) []lagCase {
 	}
 	var out []lagCase
 	for _, f := range strings.Split(v, ",") {
-		c := lagCase{shared: strings.HasSuffix(f, "s")}
-		n, err := strconv.Atoi(strings.TrimSuffix(f, "s"))
+		c := lagCase{shared: strings.HasSuffix(f, "s"), httpOnly: strings.HasSuffix(f, "h")}
+		n, err := strconv.Atoi(strings.TrimRight(f, "sh"))
 		if err != nil || n < 0 {
 			t.Fatalf("DASHBOARD_BENCH_CASES: %q is not a tab count", f)
 		}
@@ -76,7 +98,8 @@ type lagRun struct {
 	lagCase
 	page          pageCost
 	ticks         int
-	p50, p99, max float64 // start lag, ms
+	p50, p99, max float64   // start lag, ms
+	lags          []float64 // every start lag of the window, sorted, ms
 	overruns      int
 	load          string // /proc/loadavg at the end of the window
 	// CPU used during the window, in cores (CPU seconds per second): the daemon, the
@@ -93,8 +116,9 @@ type lagRun struct {
 // machine's load falls on both sides. Each window with tabs has a browser of its own,
 // started before and ended after it; the 0-tab windows run no browser. It runs only with DASHBOARD_BENCH=1 (make
 // bench-dashboard); DASHBOARD_BENCH_REPS sets the number of rounds (default 5),
-// DASHBOARD_BENCH_WINDOW the length of a window (default 10s) and DASHBOARD_BENCH_CASES
-// what a round's windows open (default "0,8"; see parseLagCases). A window with tabs also
+// DASHBOARD_BENCH_WINDOW the length of a window (default 10s), DASHBOARD_BENCH_CASES
+// what a round's windows open (default "0,8"; see parseLagCases) and DASHBOARD_BENCH_CYCLE
+// more fields of the daemon's cycle section (see lagBenchCycle). A window with tabs also
 // logs the pages' main-thread time and the browser's CPU by process type.
 func TestDashboardStartLag(t *testing.T) {
 	if os.Getenv("DASHBOARD_BENCH") != "1" {
@@ -108,7 +132,7 @@ func TestDashboardStartLag(t *testing.T) {
 	if err != nil || window <= 0 {
 		window = 10 * time.Second
 	}
-	d := start(t, nil, "--config", write(t, "cycled.yaml", lagBenchConfig))
+	d := start(t, nil, "--config", write(t, "cycled.yaml", lagBenchCycle(os.Getenv("DASHBOARD_BENCH_CYCLE"))+lagBenchConfig))
 	cases := parseLagCases(t, os.Getenv("DASHBOARD_BENCH_CASES"))
 	runs := map[lagCase][]lagRun{}
 	for rep := range reps {
@@ -139,6 +163,56 @@ func TestDashboardStartLag(t *testing.T) {
 		m := median(p99s(runs[c]))
 		t.Logf("%s: median start-lag p99 %.3f ms (%+.3f ms, %+.1f%% against %s); per run %v", c, m, m-base, 100*(m-base)/base, cases[0], fmtMs(p99s(runs[c])))
 	}
+	for _, c := range cases[1:] {
+		b := comparePooled(runs[cases[0]], runs[c], 2000)
+		t.Logf("%s against %s: pooled start-lag p99 %.3f vs %.3f ms, difference %+.3f ms (95%% interval %+.3f to %+.3f ms), ratio %.2f (%.2f to %.2f)",
+			c, cases[0], b.p99, b.baseP99, b.diff, b.diffLo, b.diffHi, b.ratio, b.ratioLo, b.ratioHi)
+	}
+}
+
+// pooledComparison is a case's pooled start-lag p99 against the base case's, with 95%
+// intervals from a bootstrap over windows.
+type pooledComparison struct {
+	baseP99, p99, diff, diffLo, diffHi, ratio, ratioLo, ratioHi float64
+}
+
+// comparePooled pools the lags of each case's windows and compares their p99. The
+// interval comes from resampling whole windows (with replacement) n times: the machine's
+// noise comes in bursts that last about a window, so ticks of one window are not
+// independent samples, and the interval says how far the windows' variation lets the
+// difference be resolved.
+func comparePooled(base, other []lagRun, n int) pooledComparison {
+	pooledP99 := func(rs []lagRun) float64 {
+		var all []float64
+		for _, r := range rs {
+			all = append(all, r.lags...)
+		}
+		slices.Sort(all)
+		if len(all) == 0 {
+			return 0
+		}
+		return all[min(len(all)-1, len(all)*99/100)]
+	}
+	out := pooledComparison{baseP99: pooledP99(base), p99: pooledP99(other)}
+	out.diff, out.ratio = out.p99-out.baseP99, out.p99/out.baseP99
+	rng := rand.New(rand.NewPCG(1, 2)) // fixed: the same windows give the same interval
+	resample := func(rs []lagRun) []lagRun {
+		s := make([]lagRun, len(rs))
+		for i := range s {
+			s[i] = rs[rng.IntN(len(rs))]
+		}
+		return s
+	}
+	diffs, ratios := make([]float64, n), make([]float64, n)
+	for i := range n {
+		b, o := pooledP99(resample(base)), pooledP99(resample(other))
+		diffs[i], ratios[i] = o-b, o/b
+	}
+	slices.Sort(diffs)
+	slices.Sort(ratios)
+	lo, hi := n*25/1000, n*975/1000
+	out.diffLo, out.diffHi, out.ratioLo, out.ratioHi = diffs[lo], diffs[hi], ratios[lo], ratios[hi]
+	return out
 }
 
 // benchTabs opens c's dashboards in a browser of their own and waits until each shows
@@ -207,9 +281,19 @@ func tabsCost(t *testing.T, tabs []context.Context) pageCost {
 // start lag of the ticks of one window, and closes the tabs.
 func measureLag(t *testing.T, d *daemon, c lagCase, window time.Duration) lagRun {
 	t.Helper()
+	settle(t, d)
 	browserPid := -1
 	var tabs []context.Context
-	if c.tabs > 0 {
+	if c.httpOnly {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for range c.tabs {
+			wg.Add(1)
+			go func() { defer wg.Done(); dashboardClient(ctx, d.base) }()
+		}
+		defer wg.Wait()
+		defer cancel()
+	} else if c.tabs > 0 {
 		// A browser of the window's own, ended with it (a tab's renderer may outlive the
 		// tab, and would load the next window).
 		ctx, cancel := context.WithCancel(context.Background())
@@ -239,12 +323,80 @@ func measureLag(t *testing.T, d *daemon, c lagCase, window time.Duration) lagRun
 		r.browserByType[k] = (v - bt0[k]) / secs
 	}
 	lags := windowLags(t, d, first, last, &r)
-	r.ticks = len(lags)
+	r.ticks, r.lags = len(lags), lags
 	r.p50, r.p99, r.max = lags[len(lags)/2], lags[min(len(lags)-1, len(lags)*99/100)], lags[len(lags)-1]
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		r.load = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
 	return r
+}
+
+// dashboardClient makes a visible dashboard's requests until ctx ends: it reads the tick
+// stream, and asks for /breakers and /blackboard every second, /healthz every two, and
+// /modules and /config every ten (ui/static/app.js).
+func dashboardClient(ctx context.Context, base string) {
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/ticks/stream", nil)
+		if r, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_ = r.Body.Close()
+		}
+	}()
+	get := func(path string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if r, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_ = r.Body.Close()
+		}
+	}
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		get("/breakers")
+		get("/blackboard")
+		if n%2 == 0 {
+			get("/healthz")
+		}
+		if n%10 == 0 {
+			get("/modules")
+			get("/config")
+		}
+	}
+}
+
+// settle waits, up to 30 s, until the processes of the previous window are gone and the
+// machine is quiet: no process outside the daemon uses more than a tenth of a core over
+// half a second. Chromium takes seconds to end its processes, and a window measured
+// meanwhile would charge that to the next case (the 0-tab windows after browser ones).
+func settle(t *testing.T, d *daemon) {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < 30*time.Second {
+		m0, d0, t0 := machineCPU(), procTreeCPU(d.cmd.Process.Pid), time.Now()
+		time.Sleep(500 * time.Millisecond)
+		secs := time.Since(t0).Seconds()
+		other := (machineCPU() - m0 - (procTreeCPU(d.cmd.Process.Pid) - d0)) / secs
+		if other < 0.1 && !chromiumRunning() {
+			return
+		}
+	}
+	t.Logf("the machine did not settle in 30 s: measuring anyway")
+}
+
+// chromiumRunning reports whether a Chromium process of this test is still alive.
+func chromiumRunning() bool {
+	for _, pid := range procTree(os.Getpid()) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if strings.Contains(string(b), "chrom") {
+			return true
+		}
+	}
+	return false
 }
 
 // untilTick waits for tick id (a long-poll answers any newer tick) and returns the

@@ -5,17 +5,18 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/cycled/cycled/sim"
 	"github.com/cycled/cycled/sim/advise"
 )
 
 // adviseCmd is "cycled advise": proposals for budgets, attempts and cooldowns, from a
-// simulation (--sim) or from the flight recorder's ticks (--from STATE_DIR), each checked
-// by re-simulation.
+// simulation (--sim), from the flight recorder's ticks (--from STATE_DIR) or from a running
+// daemon's (--metrics URL), each checked by re-simulation.
 func adviseCmd(args []string, stdout, stderr io.Writer) int {
 	f := newSimFlags("advise")
 	useSim := f.fs.Bool("sim", false, "advise from a simulation of --config (with --scenario, --ticks/--for, --seed)")
 	from := f.fs.String("from", "", "advise from the ticks recorded in STATE_DIR/recorder.db, replayed against --config")
-	metrics := f.fs.String("metrics", "", "advise from a daemon's Prometheus metrics at URL (not available in this version)")
+	metrics := f.fs.String("metrics", "", "advise from the ticks a running daemon at URL keeps (its address or its /metrics URL), replayed against --config")
 	maxEx := f.fs.Float64("max-exhaustion", 0.001, "objective: the share of its ticks in which a tier may exhaust its budget")
 	asJSON := f.fs.Bool("json", false, "print the advice as JSON")
 	if code, stop := parseFlags(f.fs, args, stdout, stderr); stop {
@@ -30,20 +31,9 @@ func adviseCmd(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	ctx := context.Background()
-	if *from != "" {
-		ob, err := advise.FromRecorder(ctx, *from)
-		if err != nil {
-			fmt.Fprintln(stderr, "cycled advise: --from:", err)
-			return exitError
-		}
-		sc := ob.Scenario("recorded in " + *from)
-		if err := sc.Check(o.Config); err != nil {
-			printProblems(stderr, "cycled advise: --from "+*from+": the recorded modules do not fit --config", err)
-			return exitError
-		}
-		o.Scenario = sc
-		if o.Ticks == 0 && o.For == 0 {
-			o.Ticks = max(ob.Ticks, 1)
+	if *from != "" || *metrics != "" {
+		if code, ok := observedScenario(ctx, &o, *from, *metrics, stderr); !ok {
+			return code
 		}
 	}
 	a, err := advise.Advise(ctx, o, advise.Objective{MaxExhaustion: *maxEx})
@@ -61,6 +51,32 @@ func adviseCmd(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
+// observedScenario reads the ticks of the recorder in from, or of the daemon at url, and
+// makes o's scenario replay them against o's configuration.
+func observedScenario(ctx context.Context, o *sim.Options, from, url string, stderr io.Writer) (int, bool) {
+	flag, src := "--from", from
+	read := func() (*advise.Observed, error) { return advise.FromRecorder(ctx, from) }
+	if url != "" {
+		flag, src = "--metrics", url
+		read = func() (*advise.Observed, error) { return advise.FromDaemon(ctx, url) }
+	}
+	ob, err := read()
+	if err != nil {
+		fmt.Fprintf(stderr, "cycled advise: %s: %v\n", flag, err)
+		return exitError, false
+	}
+	sc := ob.Scenario("observed in " + src)
+	if err := sc.Check(o.Config); err != nil {
+		printProblems(stderr, "cycled advise: "+flag+" "+src+": the observed modules do not fit --config", err)
+		return exitError, false
+	}
+	o.Scenario = sc
+	if o.Ticks == 0 && o.For == 0 {
+		o.Ticks = max(ob.Ticks, 1)
+	}
+	return 0, true
+}
+
 // adviseSource checks the flags that choose what advise works from; it returns the
 // problem, or "".
 func adviseSource(useSim bool, from, metrics, scenario string, maxEx float64) string {
@@ -73,12 +89,10 @@ func adviseSource(useSim bool, from, metrics, scenario string, maxEx float64) st
 	switch {
 	case n != 1:
 		return "give exactly one of --sim, --from STATE_DIR, --metrics URL"
-	case metrics != "":
-		return "--metrics: not available in this version; use --from STATE_DIR with the recorder enabled, or --sim"
 	case !(maxEx > 0 && maxEx < 1):
 		return "--max-exhaustion: must be in (0, 1)"
-	case from != "" && scenario != "":
-		return "--scenario: the recorded ticks are the scenario of --from; give one of them"
+	case (from != "" || metrics != "") && scenario != "":
+		return "--scenario: the observed ticks are the scenario of --from and --metrics; give one of them"
 	}
 	return ""
 }

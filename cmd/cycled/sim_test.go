@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // agreementConfig has builtin modules whose behaviour is deterministic: fixed latencies
@@ -212,5 +213,55 @@ func TestSimOutRecordAdvise(t *testing.T) {
 	}
 	if code != exitOK || json.Unmarshal([]byte(stdout), &a) != nil || len(a.Proposals) != 0 {
 		t.Fatalf("cycled advise --from a run of the demo = %d, %+v\n%s", code, a, stderr)
+	}
+}
+
+// cycled advise --metrics URL reads the ticks a running daemon keeps: a daemon whose
+// perception tier (2 ms) is too small for its 3 ms module exhausts it every tick, and the
+// advice, from that daemon's ticks, is a perception budget that fits the module, checked by
+// re-simulation. The URL may be the daemon's address or its /metrics URL.
+func TestAdviseFromRunningDaemon(t *testing.T) {
+	clearEnv(t)
+	cfg := write(t, "small.yaml", `
+cycle: {period: 10ms, history: 300}
+tiers:
+  - {name: safety, budget: 5ms}
+  - {name: perception, budget: 2ms, max_attempts: 1}
+modules:
+  - {name: guard, tier: safety, builtin: {value: ok, latency: 100us}}
+  - {name: lidar, tier: perception, builtin: {value: 1, latency: 3ms}}
+http: {addr: 127.0.0.1:0}
+`)
+	d := start(t, nil, "--config", cfg)
+	untilTick(t, d, 150)
+	for _, url := range []string{d.base, d.base + "/metrics"} {
+		code, stdout, stderr := runCmd(t, "advise", "--metrics", url, "--config", cfg, "--json")
+		var a struct {
+			Proposals []struct {
+				Path string `json:"path"`
+				To   string `json:"to"`
+			} `json:"proposals"`
+			Met bool `json:"objective_met"`
+		}
+		if code != exitOK || json.Unmarshal([]byte(stdout), &a) != nil {
+			t.Fatalf("cycled advise --metrics %s = %d\n%s\n%s", url, code, stdout, stderr)
+		}
+		var budget time.Duration
+		for _, p := range a.Proposals {
+			if p.Path == "tiers[1].budget" { // perception
+				budget, _ = time.ParseDuration(p.To)
+			}
+		}
+		if budget < 3*time.Millisecond || !a.Met {
+			t.Fatalf("cycled advise --metrics %s: proposals %+v, objective met %v; want a perception budget of at least 3ms that meets it", url, a.Proposals, a.Met)
+		}
+	}
+	code, _, stderr := runCmd(t, "advise", "--metrics", "127.0.0.1:1", "--config", cfg)
+	if code != exitError || !strings.Contains(stderr, "is not a daemon's http(s) address") {
+		t.Fatalf("advise --metrics without a scheme = %d, %q", code, stderr)
+	}
+	code, _, stderr = runCmd(t, "advise", "--metrics", d.base+"/nothing-here", "--config", cfg)
+	if code != exitError || !strings.Contains(stderr, "--metrics: advise: GET") || !strings.Contains(stderr, "404") {
+		t.Fatalf("advise --metrics at a wrong path = %d, %q", code, stderr)
 	}
 }

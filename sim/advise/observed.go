@@ -53,6 +53,8 @@ func (ob *Observed) Add(s *faultsummary.Summary) {
 		o.attempts += m.Attempts
 		switch m.Status {
 		case faultsummary.StatusOK, faultsummary.StatusProbeOK, faultsummary.StatusTimedOut:
+			// A run abandoned at its deadline took longer than its latency shows; its bucket
+			// (drawn up to its upper bound) is as far as the observation goes.
 			o.lat[bucketOf(m.LatencyMs)]++
 		case faultsummary.StatusRetried:
 			o.fails += m.Attempts - 1

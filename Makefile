@@ -115,6 +115,8 @@ docker:
 	docker build -t cycled:dev --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) .
 
 ## bench-dashboard: the daemon's tick start lag at 100 Hz with 0 and 8 dashboards open in
-## headless Chromium (BENCHMARKS.md, "Dashboard"); DASHBOARD_BENCH_REPS alternated rounds.
+## headless Chromium (BENCHMARKS.md, "Dashboard"); DASHBOARD_BENCH_REPS alternated rounds,
+## DASHBOARD_BENCH_CASES what they open, DASHBOARD_BENCH_CYCLE the daemon's timing mode
+## (BENCHMARKS.md, "Dashboard start lag by timing mode").
 bench-dashboard:
 	DASHBOARD_BENCH=1 $(GO) test -count=1 -timeout 30m -run '^TestDashboardStartLag$$' -v ./cmd/cycled

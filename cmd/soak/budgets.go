@@ -24,9 +24,11 @@ import (
 // between the summaries' through before and through after+1, and its retries must be at
 // least the summaries' through before: every retry made was allowed by its budget. They
 // may be more: a retry is allowed before its backoff, and a run whose deadline passes
-// during the backoff does not make it. The first attempts may also be fewer by at most
-// the abandoned lines: a run abandoned at its tier's deadline before its first attempt
-// began shows the attempt count its module's previous run left (docs/decisions.md).
+// during the backoff does not make it. The first attempts may also differ by at most the
+// abandoned lines: a run abandoned at its tier's deadline around the start of its first
+// attempt shows the attempt count its module's previous run left, which may say one
+// first attempt where none was made, or none (a module's very first run) where one was
+// (docs/decisions.md).
 
 // budgetCounts are a budget's first attempts and retries, and (in the summaries) its
 // modules' lines abandoned at the deadline.
@@ -62,14 +64,16 @@ func (b *budgetTally) configure(cfg check.Config) {
 func (b *budgetTally) add(s *faultsummary.Summary) {
 	for _, m := range s.Modules() {
 		name := b.budgetOf[m.Name]
-		if name == "" || m.Attempts < 1 {
+		if name == "" {
 			continue
 		}
 		t := b.total[name]
-		t.firsts++
-		t.retries += int64(m.Attempts - 1)
 		if m.Status == faultsummary.StatusTimedOut && strings.HasPrefix(m.Error, "still running at the tier deadline") {
 			t.abandoned++
+		}
+		if m.Attempts > 0 {
+			t.firsts++
+			t.retries += int64(m.Attempts - 1)
 		}
 		b.total[name] = t
 	}
@@ -141,7 +145,7 @@ func budgetMismatches(tally *budgetTally, scrapes []budgetScrape) []string {
 			if !ok1 || !ok2 {
 				continue // a tick the tally does not have (the end of the soak)
 			}
-			if got.firsts < lo.firsts-lo.abandoned || got.firsts > hi.firsts || got.retries < lo.retries {
+			if got.firsts < lo.firsts-lo.abandoned || got.firsts > hi.firsts+hi.abandoned || got.retries < lo.retries {
 				out = append(out, fmt.Sprintf("budget %q between ticks %d and %d: the daemon counts %d first attempts and %d retries allowed; the summaries %d–%d first attempts (%d lines abandoned) and at least %d retries made",
 					name, sc.before, sc.after, got.firsts, got.retries, lo.firsts, hi.firsts, lo.abandoned, lo.retries))
 			}

@@ -51,7 +51,8 @@ func TestBudgetMismatches(t *testing.T) {
 		{"the tick in progress counted", budgetCounts{firsts: 3, retries: 1}, false},
 		{"a retry allowed but not made", budgetCounts{firsts: 3, retries: 2}, false},
 		{"the abandoned run had not begun", budgetCounts{firsts: 1, retries: 1}, false},
-		{"a first attempt no summary shows", budgetCounts{firsts: 4, retries: 1}, true},
+		{"a first attempt no summary shows, one line abandoned", budgetCounts{firsts: 4, retries: 1}, false},
+		{"two first attempts no summary shows", budgetCounts{firsts: 5, retries: 1}, true},
 		{"more first attempts missing than abandoned", budgetCounts{firsts: 0, retries: 1}, true},
 		{"a retry made but not counted", budgetCounts{firsts: 2}, true},
 	} {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -41,19 +42,9 @@ func newPlan(sc *Scenario, start time.Time) *plan {
 			p.byTick = append(p.byTick, step{tick: ev.Tick + o.Ticks, ev: ev, end: true})
 		}
 	}
-	slices.SortStableFunc(p.byTick, func(a, b step) int { return cmpU(a.tick, b.tick) })
+	slices.SortStableFunc(p.byTick, func(a, b step) int { return cmp.Compare(a.tick, b.tick) })
 	slices.SortStableFunc(p.byTime, func(a, b step) int { return a.at.Compare(b.at) })
 	return p
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // applyTickEvents applies the events due before tick next starts.

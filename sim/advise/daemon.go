@@ -1,6 +1,7 @@
 package advise
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,7 +61,7 @@ func FromDaemon(ctx context.Context, base string) (*Observed, error) {
 	if len(all) == 0 {
 		return nil, fmt.Errorf("advise: %s has no ticks yet", root)
 	}
-	slices.SortFunc(all, func(a, b *faultsummary.Summary) int { return cmpID(a.TickID, b.TickID) })
+	slices.SortFunc(all, func(a, b *faultsummary.Summary) int { return cmp.Compare(a.TickID, b.TickID) })
 	ob := NewObserved()
 	for i, s := range all {
 		if i > 0 && s.TickID == all[i-1].TickID {
@@ -69,16 +70,6 @@ func FromDaemon(ctx context.Context, base string) (*Observed, error) {
 		ob.Add(s)
 	}
 	return ob, nil
-}
-
-func cmpID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // daemonRoot returns the daemon's root URL from base.

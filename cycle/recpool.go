@@ -20,11 +20,10 @@ import (
 // memory: at most reuseBytes of them, and none for a cycle so large that fewer than
 // minReuseSlack ticks' records fit in that.
 //
-// The pool replaces a ring of weak pointers that the tick checked (weak.Pointer.Value) for
-// lines the collector had reclaimed. Turning a weak pointer into a strong one waits, while
-// the collector finishes a cycle's marking, for its mark termination: the scheduler's
-// goroutine then waited at the start of a tick, and ticks overran their period during
-// collections (BENCHMARKS.md, "Period keeping"). The price of the pool: a cleanup runs
+// Not weak pointers that the tick checks (weak.Pointer.Value): turning a weak pointer into
+// a strong one waits, while the collector finishes a cycle's marking, for its mark
+// termination, and the scheduler's goroutine would wait for it at the start of a tick and
+// overrun its period during collections (BENCHMARKS.md, "Period keeping"). The price of the pool: a cleanup runs
 // once the collector has swept its object, later than a weak pointer's check (which sweeps
 // it), so a step-mode loop that keeps both cores busy reuses less; maxReuseSlack makes up
 // for part of it.

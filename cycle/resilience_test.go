@@ -374,10 +374,9 @@ func TestRetryBudgetMinPerTick(t *testing.T) {
 }
 
 // TestCheckConfigBesideAsync: an asynchronous module has no summary line, so the checker's
-// modules skip it; each module still gets its own bulkhead, retry budget and priority.
-// (They were once taken from the plan by position, so that every module after an
-// asynchronous one got the previous module's: a module retrying every tick was counted
-// against a budget it does not use, and the checker reported the budget overspent.)
+// modules skip it; each module still gets its own bulkhead, retry budget and priority, so
+// that a module retrying every tick after an asynchronous one is not counted against the
+// budget of the module before it (docs/decisions.md).
 func TestCheckConfigBesideAsync(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := Config{

@@ -148,10 +148,9 @@ type record struct {
 	// (64-byte) line: the first line holds the lock and what every write updates, each of
 	// the next two one entry slot, and the last what only reads and rare writes touch
 	// (the Entry's Key, which a write never changes, is the record's key). A write
-	// touches two lines: the first, and the slot it writes. Keeping the written fields
-	// together, where an Entry in the middle of the record spread a write over three or
-	// four lines, made ticks of many trivial modules shorter (bench/floor's
-	// BenchmarkEngine in BENCHMARKS.md).
+	// touches two lines: the first, and the slot it writes. The written fields stay
+	// together so that a write touches no more lines than that: in a tick of many trivial
+	// modules the writes are most of the work (bench/floor's BenchmarkEngine).
 	mu        sync.Mutex
 	hasEntry  bool   // guarded by mu; slots[cur] holds the entry
 	detached  bool   // guarded by mu; deleted from the store: writes through a Slot are not counted

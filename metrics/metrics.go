@@ -230,8 +230,8 @@ func (c *Collectors) observeTick(s *faultsummary.Summary) {
 // (the engine keeps them compact: building all of them here would cost every tick the
 // full line per module that keeping them compact saves), and counts each through the
 // counters its position resolved the tick before: looking a child up by its label values
-// hashes them and takes the family's lock, which costs about as much as the engine's own
-// tick of trivial modules (BenchmarkOnTick in BENCHMARKS.md). A plain success in lines of
+// hashes them and takes the family's lock, work on every line of every tick that the
+// resolved counters leave out (BenchmarkOnTick). A plain success in lines of
 // the same identity as the last tick's (the same modules in the same order) is not even
 // read: it counts one ok run and one attempt.
 func (c *Collectors) observeLines(s *faultsummary.Summary) {

@@ -154,9 +154,8 @@ func procRSS(pid int) float64 {
 // The means of two thirds are a third of the run apart, so a leak shows as its rate times
 // that: one goroutine a second is +20 over a one-minute soak and fails it; a leak of
 // memory fails a one-minute soak from about 0.75 MiB/s, a five-minute soak from about
-// 0.15 MiB/s. Noise (streams reconnecting, hung modules waiting out their hang, GC
-// cycles) stays inside the margins: over a minute the observed means of the two thirds
-// differ by a few goroutines and a few MiB.
+// 0.15 MiB/s. The margins are there for noise (streams reconnecting, hung modules waiting
+// out their hang, GC cycles), which moves the means by a few goroutines and a few MiB.
 const (
 	goroutineRel, goroutineAbs = 0.05, 10
 	rssRel, rssAbs             = 0.10, 8 << 20

@@ -109,9 +109,9 @@ func (t *tfd) disarm() error {
 // armAt arms the timer to expire at at, a time on the clock given to open (with its
 // monotonic reading: see time.Time), at once if at has passed. The kernel keeps the
 // absolute time, so a thread that gets to the system call late (the OS preempted it, or
-// the runtime its goroutine) does not make the timer late, as it would a relative arming:
-// under long-polling HTTP clients, ticks started late by as much as their grid wait had
-// been armed late (BENCHMARKS.md, "What moves the coarse start under long-polling").
+// the runtime its goroutine) does not make the timer late, as it would a relative arming,
+// which moves the wake-up by as much as the arming was late (BENCHMARKS.md, "What moves
+// the coarse start under long-polling").
 func (t *tfd) armAt(at time.Time) error {
 	t.spec.Value = unix.NsecToTimespec(max(t.kbase+int64(at.Sub(t.base)), 1)) // 0 would disarm it
 	return t.settime()

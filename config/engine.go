@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"reflect"
@@ -121,7 +122,7 @@ func (c *Config) check() tiers.Problems {
 		checkBreakerConfig(p+".breaker", t.Breaker, add)
 		// The engine checks the backoff fields too, with the same paths.
 	}
-	for _, name := range sortedNames(c.Breakers) {
+	for _, name := range slices.Sorted(maps.Keys(c.Breakers)) {
 		checkBreakerConfig("breakers."+name, c.Breakers[name], add)
 	}
 	for i, m := range c.Modules {
@@ -278,15 +279,6 @@ func checkRateBreaker(p string, b BreakerConfig, add func(string, string, ...any
 	if !(b.FailureRate > 0 && b.FailureRate <= 1) {
 		add(p+".failure_rate", "must be > 0 and <= 1")
 	}
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func kindSet(ks []fault.Kind) fault.Set { return fault.SetOf(ks...) }

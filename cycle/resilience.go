@@ -2,12 +2,12 @@ package cycle
 
 import (
 	"fmt"
-
-	"github.com/cycled/cycled/breaker"
+	"maps"
 	"math"
 	"slices"
 	"time"
 
+	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/bulkhead"
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/faultsummary/check"
@@ -111,7 +111,7 @@ func (e *Engine) prepareResilience(st, base *state) {
 			r.budgets = append(r.budgets, namedBudget{t.Name, old.keepBudget(t.Name, s)})
 		}
 	}
-	for _, name := range sortedKeys(cfg.RetryBudgets.Downstreams) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.RetryBudgets.Downstreams)) {
 		r.budgets = append(r.budgets, namedBudget{name, old.keepBudget(name, cfg.RetryBudgets.Downstreams[name])})
 	}
 	st.resil = r
@@ -149,15 +149,6 @@ func (r *resilience) keepBudget(name string, s retrybudget.RatioSettings) *ratio
 	return newRatioBudget(s)
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // Bulkheads returns a snapshot of every bulkhead in force, sorted by name.
 func (e *Engine) Bulkheads() []bulkhead.Snapshot {
 	st := e.activeView.Load()
@@ -165,7 +156,7 @@ func (e *Engine) Bulkheads() []bulkhead.Snapshot {
 		return []bulkhead.Snapshot{}
 	}
 	out := make([]bulkhead.Snapshot, 0, len(st.resil.bulkheads))
-	for _, name := range sortedKeys(st.resil.bulkheads) {
+	for _, name := range slices.Sorted(maps.Keys(st.resil.bulkheads)) {
 		out = append(out, st.resil.bulkheads[name].Snapshot())
 	}
 	return out
@@ -201,7 +192,7 @@ func validateResilience(cfg Config, ts []tiers.Tier, mods []Registration) tiers.
 	add := func(path, format string, args ...any) {
 		ps = append(ps, tiers.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 	}
-	for _, name := range sortedKeys(cfg.Bulkheads) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Bulkheads)) {
 		b, p := cfg.Bulkheads[name], "bulkheads."+name
 		if b.MaxInFlight < 1 {
 			add(p+".max_in_flight", "must be >= 1")
@@ -214,14 +205,14 @@ func validateResilience(cfg Config, ts []tiers.Tier, mods []Registration) tiers.
 	for _, t := range ts {
 		tierNames[t.Name] = true
 	}
-	for _, name := range sortedKeys(cfg.RetryBudgets.Tiers) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.RetryBudgets.Tiers)) {
 		p := "retry_budget.tiers." + name
 		if !tierNames[name] {
 			add(p, "unknown tier %q", name)
 		}
 		checkRatio(p, cfg.RetryBudgets.Tiers[name], add)
 	}
-	for _, name := range sortedKeys(cfg.RetryBudgets.Downstreams) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.RetryBudgets.Downstreams)) {
 		p := "retry_budget.downstreams." + name
 		if tierNames[name] {
 			add(p, "a downstream's budget cannot take a tier's name (%q): the summary names both alike", name)
@@ -325,10 +316,10 @@ func addBudgetChecks(out *check.Config, c Config) {
 		out.RetryBudgets = append(out.RetryBudgets, check.RetryBudget{Name: name, Ratio: s.Ratio, Window: s.Window,
 			WindowTime: s.WindowTime, MinPerTick: s.MinPerTick})
 	}
-	for _, name := range sortedKeys(c.RetryBudgets.Tiers) {
+	for _, name := range slices.Sorted(maps.Keys(c.RetryBudgets.Tiers)) {
 		add(name, c.RetryBudgets.Tiers[name])
 	}
-	for _, name := range sortedKeys(c.RetryBudgets.Downstreams) {
+	for _, name := range slices.Sorted(maps.Keys(c.RetryBudgets.Downstreams)) {
 		add(name, c.RetryBudgets.Downstreams[name])
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -122,7 +123,7 @@ func (c *collector) report(sc *Scenario) *Report {
 			Retries: m.retries, LatencyP50Ms: round(m.lat.quantile(0.5)), LatencyP99Ms: round(m.lat.quantile(0.99)),
 			LatencyMaxMs: round(m.lat.max), FaultKinds: m.kinds})
 	}
-	for _, name := range sortedKeys(c.brk) {
+	for _, name := range slices.Sorted(maps.Keys(c.brk)) {
 		b := c.brk[name]
 		open, longest := b.open, b.longest
 		if !b.openAt.IsZero() && c.last.After(b.openAt) {
@@ -131,7 +132,7 @@ func (c *collector) report(sc *Scenario) *Report {
 		}
 		r.Breakers = append(r.Breakers, BreakerReport{Name: name, Openings: b.openings, OpenMs: ms(open), LongestOpen: ms(longest)})
 	}
-	for _, key := range sortedKeys(c.keys) {
+	for _, key := range slices.Sorted(maps.Keys(c.keys)) {
 		k := c.keys[key]
 		if k.stale+k.expired+k.none == 0 {
 			continue
@@ -140,15 +141,6 @@ func (c *collector) report(sc *Scenario) *Report {
 			LongestTicks: k.longest, LongestSpanMs: ms(k.longestDur)})
 	}
 	return r
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // WriteJSON writes r as indented JSON.
@@ -219,7 +211,7 @@ func (r *Report) writeEvents(b *strings.Builder) {
 // counts writes a count map as "a 3, b 1", by name.
 func counts(m map[string]int) string {
 	var parts []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")

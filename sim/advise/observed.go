@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -113,7 +114,7 @@ func (o *observed) dist() *sim.Dist {
 
 func commonest(kinds map[string]int) fault.Kind {
 	best, n := "transient", 0
-	for _, k := range sortedNames(kinds) {
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
 		if kinds[k] > n {
 			best, n = k, kinds[k]
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -14,15 +15,6 @@ import (
 
 func sortProposals(ps []Proposal) {
 	slices.SortFunc(ps, func(a, b Proposal) int { return strings.Compare(a.Path, b.Path) })
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // patch is the YAML that turns from into to: tiers merged by name, breakers by key.
@@ -43,7 +35,7 @@ func patch(from, to *config.Config) string {
 		}
 	}
 	var breakers []string
-	for _, name := range sortedNames(to.Breakers) {
+	for _, name := range slices.Sorted(maps.Keys(to.Breakers)) {
 		if c := to.Breakers[name].Cooldown; c != from.Breakers[name].Cooldown {
 			breakers = append(breakers, fmt.Sprintf("  %s:\n    cooldown: %s\n", name, c))
 		}

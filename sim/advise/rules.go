@@ -2,7 +2,9 @@ package advise
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/cycled/cycled/config"
@@ -113,7 +115,7 @@ func failed(r *sim.Report, tier string) int {
 // reopens, calling a downstream that is still out), and keeps the change only if the
 // re-simulation shows fewer failed probes.
 func (t *tuner) cooldowns(a *Advice) error {
-	for _, name := range sortedNames(t.cfg.Breakers) {
+	for _, name := range slices.Sorted(maps.Keys(t.cfg.Breakers)) {
 		bc := t.cfg.Breakers[name]
 		before := probesFailed(t.cur, t.cfg, name)
 		if before == 0 || bc.Cooldown <= 0 {

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/faultsummary/check"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Retry-budget counts.
@@ -94,42 +94,28 @@ type budgetScrape struct {
 	counts        map[string]budgetCounts
 }
 
-// scrapeBudgets reads the retry-budget counters of a /metrics body.
+// scrapeBudgets reads the retry-budget counters of a /metrics body (nil if it does not
+// parse).
 func scrapeBudgets(body []byte) map[string]budgetCounts {
-	out := map[string]budgetCounts{}
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		var firsts bool
-		switch {
-		case strings.HasPrefix(l, "cycled_retry_budget_first_attempts_total{"):
-			firsts = true
-		case strings.HasPrefix(l, "cycled_retry_budget_retries_total{"):
-		default:
-			continue
-		}
-		_, rest, _ := strings.Cut(l, `budget="`)
-		name, rest, ok := strings.Cut(rest, `"`)
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			continue
-		}
-		c := out[name]
-		if firsts {
-			c.firsts = int64(v)
-		} else {
-			c.retries = int64(v)
-		}
-		out[name] = c
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil
 	}
+	out := map[string]budgetCounts{}
+	add := func(family string, set func(c *budgetCounts, v int64)) {
+		for _, m := range fams[family].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "budget" {
+					c := out[l.GetValue()]
+					set(&c, int64(m.GetCounter().GetValue()+m.GetUntyped().GetValue())) // typed or not
+					out[l.GetValue()] = c
+				}
+			}
+		}
+	}
+	add("cycled_retry_budget_first_attempts_total", func(c *budgetCounts, v int64) { c.firsts = v })
+	add("cycled_retry_budget_retries_total", func(c *budgetCounts, v int64) { c.retries = v })
 	return out
 }
 

@@ -335,20 +335,14 @@ func measureLag(t *testing.T, d *daemon, c lagCase, window time.Duration) lagRun
 // stream, and asks for /breakers and /blackboard every second, /healthz every two, and
 // /modules and /config every ten (ui/static/app.js).
 func dashboardClient(ctx context.Context, base string) {
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/ticks/stream", nil)
-		if r, err := http.DefaultClient.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, r.Body)
-			_ = r.Body.Close()
-		}
-	}()
-	get := func(path string) {
+	get := func(path string) { // reads the whole answer: the stream's until ctx ends
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 		if r, err := http.DefaultClient.Do(req); err == nil {
 			_, _ = io.Copy(io.Discard, r.Body)
 			_ = r.Body.Close()
 		}
 	}
+	go get("/ticks/stream")
 	tk := time.NewTicker(time.Second)
 	defer tk.Stop()
 	for n := 0; ; n++ {

@@ -102,15 +102,15 @@ func getTicks(ctx context.Context, c *http.Client, u string) ([]*faultsummary.Su
 		return nil, fmt.Errorf("advise: GET %s: %s: %s", u, resp.Status, firstLine(body))
 	}
 	var page struct {
-		Ticks []*faultsummary.Summary `json:"ticks"`
+		Ticks *[]*faultsummary.Summary `json:"ticks"` // nil: no such field
 	}
 	if err := json.Unmarshal(body, &page); err != nil {
 		return nil, fmt.Errorf("advise: GET %s: not a page of ticks: %w", u, err)
 	}
-	if page.Ticks == nil && !strings.Contains(string(body), `"ticks"`) {
+	if page.Ticks == nil {
 		return nil, errors.New("advise: GET " + u + ": not a page of ticks (no \"ticks\" field): is this a cycled daemon?")
 	}
-	return page.Ticks, nil
+	return *page.Ticks, nil
 }
 
 // firstLine returns the first line of b, at most 200 bytes.

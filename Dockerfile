@@ -22,9 +22,9 @@ ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION} AS build
 WORKDIR /src
-COPY go.mod go.sum ./
-RUN --mount=type=cache,target=/go/pkg/mod go mod download
+# The repository is a Go workspace (go.work) of several modules; the daemon's is cmd/cycled.
 COPY . .
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
 ARG VERSION=dev
 ARG COMMIT=
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \

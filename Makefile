@@ -1,7 +1,13 @@
 GO ?= go
-PKGS := ./...
+# The repository is a workspace (go.work) of several modules: the root module is the library
+# and the daemon's light packages; cmd/cycled (the binary), the SQLite recorder, HA on etcd,
+# the NATS export and tools/ are modules of their own, so that a program that embeds the
+# engine never requires their dependencies. PKGS names every module's packages except the
+# three test modules with targets of their own (tools/bench, deploy/check, daemon/ha/clustertest).
+PKGS := ./... ./cmd/cycled/... ./daemon/ha/... ./daemon/natsexport/... ./daemon/recorder/sqlite/... \
+	./tools/... ./examples/nats-consumer/...
 
-.PHONY: test test-python test-check test-ha bench-ha bench bench-tick bench-floor lint run build install docker soak bench-compare fmt bench-dashboard
+.PHONY: tidy test test-python test-check test-ha bench-ha bench bench-tick bench-floor lint run build install docker soak bench-compare fmt bench-dashboard
 
 # Version and commit stamped into the binary (cycled version, the cycled_build_info metric).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -9,12 +15,12 @@ COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 ## test: vet and run every test with the race detector (what CI runs), the comparison
-## harness's own module (bench/: its statistics, the peers' semantics, its verdicts) included.
+## harness's own module (tools/bench/: its statistics, the peers' semantics, its verdicts) included.
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 	$(GO) test -count=1 -timeout 5m ./cycle  # summary records are reused only without the race detector
-	cd bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
+	cd tools/bench && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 5m ./...
 	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-check
 	$(MAKE) --no-print-directory test-ha
@@ -25,17 +31,17 @@ test:
 test-check:
 	cd deploy/check && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
-## test-ha: ha/clustertest, its own module (the embedded etcd and NATS servers stay out of
+## test-ha: daemon/ha/clustertest, its own module (the embedded etcd and NATS servers stay out of
 ## the library's go.mod): groups of three real daemons killed (-9), frozen (SIGSTOP), cut
-## off from etcd and with NATS restarted; every exported summary through ha/histcheck.
+## off from etcd and with NATS restarted; every exported summary through daemon/ha/histcheck.
 test-ha:
-	cd ha/clustertest && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
+	cd daemon/ha/clustertest && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
 
 ## bench-ha: failover time over HA_KILLS kill -9 of the active (median, max; ticks lost),
 ## and the export's throughput and its cost in start lag at 100 Hz (BENCHMARKS.md, "HA").
 HA_KILLS ?= 20
 bench-ha:
-	cd ha/clustertest && HA_BENCH=1 HA_KILLS=$(HA_KILLS) $(GO) test -count=1 -timeout 30m -run '^TestBench' -v ./...
+	cd daemon/ha/clustertest && HA_BENCH=1 HA_KILLS=$(HA_KILLS) $(GO) test -count=1 -timeout 30m -run '^TestBench' -v ./...
 
 # PYTHON is an interpreter with pytest: the first of python3 and /usr/bin/python3 that
 # has it (Debian: apt-get install python3-pytest). Override with PYTHON=...
@@ -57,27 +63,31 @@ bench:
 
 ## bench-tick: the tick engine against the goroutine-per-module baseline (BENCHMARKS.md table).
 bench-tick:
-	@for i in $$(seq $(REPS)); do $(GO) test -run '^$$' -bench 'BenchmarkTick$$|BenchmarkBaseline' -benchmem -count=1 ./cycle; done | $(GO) run ./cmd/benchratio
+	@for i in $$(seq $(REPS)); do $(GO) test -run '^$$' -bench 'BenchmarkTick$$|BenchmarkBaseline' -benchmem -count=1 ./cycle; done | $(GO) run ./tools/benchratio
 
 ## bench-floor: the engine's tick against a bare loop doing the per-module work its
 ## semantics require with its own components, and that loop without each component in
-## turn (bench/floor; BENCHMARKS.md, "What remains"). One P, REPS runs one after another
+## turn (tools/bench/floor; BENCHMARKS.md, "What remains"). One P, REPS runs one after another
 ## (each runs every case once, so that the cases alternate): the components' cost alone.
 bench-floor:
-	cd bench && $(GO) test -c -o out/floor.test ./floor/
-	@for i in $$(seq $(REPS)); do bench/out/floor.test -test.run '^$$' -test.bench . -test.benchmem -test.cpu 1; done
+	cd tools/bench && $(GO) test -c -o out/floor.test ./floor/
+	@for i in $$(seq $(REPS)); do tools/bench/out/floor.test -test.run '^$$' -test.bench . -test.benchmem -test.cpu 1; done
 
 COMPARE_REPS ?= 3
 
 ## bench-compare: cycled side by side with (A) plain Go, (B) failsafe-go and (C) a Python
 ## asyncio sketch: tick cost, deadline adherence, period keeping, memory, HTTP under load.
 ## One run of about 9 minutes on 2 cores; rewrites the generated tables of BENCHMARKS.md
-## (raw results in bench/out/results.json). bench/ is its own module (peer libraries stay
+## (raw results in tools/bench/out/results.json). tools/bench/ is its own module (peer libraries stay
 ## out of the product's go.mod).
 bench-compare:
-	$(GO) build -o bench/out/cycled ./cmd/cycled
-	cd bench && $(GO) build -o out/compare ./cmd/compare
-	cd bench && ./out/compare -reps $(COMPARE_REPS) -daemon out/cycled -out ../BENCHMARKS.md -json out/results.json
+	$(GO) build -o tools/bench/out/cycled ./cmd/cycled
+	cd tools/bench && $(GO) build -o out/compare ./cmd/compare
+	cd tools/bench && ./out/compare -reps $(COMPARE_REPS) -daemon out/cycled -out ../../BENCHMARKS.md -json out/results.json
+
+## tidy: go mod tidy in every module of the workspace (.ci/tidy says how).
+tidy:
+	bash .ci/tidy
 
 ## lint: gofmt check, go vet and staticcheck (honnef.co/go/tools, pinned here and fetched
 ## by go run from the module proxy: a tool, not a dependency of the module).
@@ -92,10 +102,10 @@ fmt:
 
 ## soak: the real daemon at 100 Hz under random faults, reloads, registrations and
 ## clients for $(SOAK); every tick summary goes through the invariant checker, goroutines
-## and RSS must stay bounded (cmd/soak documents the rules). SOAK=10m make soak.
+## and RSS must stay bounded (tools/soak documents the rules). SOAK=10m make soak.
 SOAK ?= 60s
 soak:
-	$(GO) run ./cmd/soak -duration $(SOAK)
+	$(GO) run ./tools/soak -duration $(SOAK)
 
 ## run: run the daemon on its embedded demo configuration.
 run:

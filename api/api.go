@@ -81,9 +81,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/daemon/recorder"
+	"github.com/cycled/cycled/daemon/ui"
 	"github.com/cycled/cycled/faultsummary"
-	"github.com/cycled/cycled/recorder"
-	"github.com/cycled/cycled/ui"
 )
 
 // Defaults and caps of the API.
@@ -163,7 +163,7 @@ type Options struct {
 	// Recorder extends the history past the in-memory window (GET /ticks/{id}, GET
 	// /ticks) and serves GET /events. With a recorder, tick ids never repeat, so a
 	// long-poll with after= above the latest id waits for that tick. Nil: no recorder.
-	Recorder *recorder.Reader
+	Recorder Records
 	// Cache keeps encoded summaries by tick id (see Cache). Nil: only the latest
 	// summary's encoding is kept.
 	Cache *Cache
@@ -351,4 +351,15 @@ func (s *server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	}
 	writeError(w, http.StatusMethodNotAllowed, apiError{Code: "method_not_allowed",
 		Message: "method " + r.Method + " not allowed on " + r.URL.Path})
+}
+
+// Records is what the API reads of the flight recorder: recorded summaries by id, a search
+// of them, and the recorded events. The recorder's SQLite reader implements it.
+type Records interface {
+	// Tick returns the recorded JSON of tick id, or an error wrapping recorder.ErrNotFound.
+	Tick(ctx context.Context, id uint64) ([]byte, error)
+	// Ticks returns the recorded ticks q selects.
+	Ticks(ctx context.Context, q recorder.Query) ([]recorder.Tick, error)
+	// Events returns the recorded events q selects.
+	Events(ctx context.Context, q recorder.EventQuery) ([]recorder.Event, error)
 }

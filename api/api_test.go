@@ -27,9 +27,9 @@ import (
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/bulkhead"
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/daemon/metrics"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
-	"github.com/cycled/cycled/metrics"
 	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/tiers"
 )

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cycled/cycled/daemon/recorder"
 	"github.com/cycled/cycled/faultsummary"
-	"github.com/cycled/cycled/recorder"
 )
 
 // MaxListLimit caps GET /ticks?limit= when a recorder extends the history.

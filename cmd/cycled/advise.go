@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cycled/cycled/sim"
-	"github.com/cycled/cycled/sim/advise"
+	"github.com/cycled/cycled/tools/sim"
+	"github.com/cycled/cycled/tools/sim/advise"
 )
 
 // adviseCmd is "cycled advise": proposals for budgets, attempts and cooldowns, from a

@@ -10,7 +10,7 @@ import (
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
-	"github.com/cycled/cycled/export/natsexport"
+	"github.com/cycled/cycled/daemon/natsexport"
 	"github.com/cycled/cycled/faultsummary"
 )
 

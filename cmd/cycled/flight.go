@@ -10,13 +10,13 @@ import (
 	"github.com/cycled/cycled/api"
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
-	"github.com/cycled/cycled/recorder"
+	"github.com/cycled/cycled/daemon/recorder/sqlite"
 )
 
 // flight is the daemon's flight recorder and summary cache, wired around the engine and
 // the API. Its zero value (recorder off, no cache) changes nothing.
 type flight struct {
-	rec   *recorder.Recorder
+	rec   *sqlite.Recorder
 	cache *api.Cache
 }
 
@@ -35,7 +35,7 @@ func openFlight(ctx context.Context, cfg *config.Config, reg prometheus.Register
 		return f, nil
 	}
 	rc := cfg.Recorder
-	rec, err := recorder.Open(ctx, recorder.Options{Dir: cfg.StateDir, Flush: rc.Flush, KeepTicks: rc.KeepTicks,
+	rec, err := sqlite.Open(ctx, sqlite.Options{Dir: cfg.StateDir, Flush: rc.Flush, KeepTicks: rc.KeepTicks,
 		KeepFor: rc.KeepFor, MaxBytes: int64(rc.MaxBytes), Logger: log.Named("recorder")})
 	if err != nil {
 		f.cache.Close()

@@ -16,8 +16,8 @@ import (
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/daemon/ha"
 	"github.com/cycled/cycled/faultsummary"
-	"github.com/cycled/cycled/ha"
 	"github.com/cycled/cycled/lastgood"
 	"github.com/cycled/cycled/modules"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cycled/cycled/config"
-	"github.com/cycled/cycled/ha"
+	"github.com/cycled/cycled/daemon/ha"
 )
 
 // haCmdTimeout bounds "cycled ha" commands' requests.

@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cycled/cycled/recorder"
+	"github.com/cycled/cycled/daemon/recorder"
+	"github.com/cycled/cycled/daemon/recorder/sqlite"
 )
 
 const recorderConfig = `
@@ -65,7 +66,7 @@ func TestRecorderSurvivesSIGKILL(t *testing.T) {
 		}
 		prevMax = max(seen, rp.LastTick)
 	}
-	rd, err := recorder.OpenReader(context.Background(), state)
+	rd, err := sqlite.OpenReader(context.Background(), state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func pollUntil(d *daemon, deadline time.Time) (first, last uint64) {
 
 func check(t *testing.T, state string) recorder.Report {
 	t.Helper()
-	rd, err := recorder.OpenReader(context.Background(), state)
+	rd, err := sqlite.OpenReader(context.Background(), state)
 	if err != nil {
 		t.Fatal(err)
 	}

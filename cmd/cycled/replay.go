@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/config"
+	"github.com/cycled/cycled/daemon/recorder"
+	"github.com/cycled/cycled/daemon/recorder/sqlite"
 	"github.com/cycled/cycled/faultsummary"
-	"github.com/cycled/cycled/recorder"
-	"github.com/cycled/cycled/replaycheck"
+	"github.com/cycled/cycled/tools/replaycheck"
 )
 
 // replayPage is how many ticks replay reads at a time.
@@ -63,7 +64,7 @@ func replay(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	ctx := context.Background()
-	rd, err := recorder.OpenReader(ctx, dir)
+	rd, err := sqlite.OpenReader(ctx, dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "cycled replay:", err)
 		return exitError
@@ -83,7 +84,7 @@ func replay(args []string, stdout, stderr io.Writer) int {
 // replayCheck is "cycled replay --check": every recorded field the current rules decide
 // differently, one line each (JSON lines with --json). It exits 0 when nothing differs, 1
 // when something does, and 2 when the check could not run.
-func replayCheck(ctx context.Context, rd *recorder.Reader, from, to uint64, asJSON bool, stdout, stderr io.Writer) int {
+func replayCheck(ctx context.Context, rd *sqlite.Reader, from, to uint64, asJSON bool, stdout, stderr io.Writer) int {
 	diffs, n, err := replaycheck.Check(ctx, rd, from, to)
 	if err != nil {
 		fmt.Fprintln(stderr, "cycled replay --check:", err)
@@ -115,7 +116,7 @@ type timeline struct {
 	lastTick uint64
 }
 
-func (p *timeline) run(ctx context.Context, rd *recorder.Reader, from, to uint64) error {
+func (p *timeline) run(ctx context.Context, rd *sqlite.Reader, from, to uint64) error {
 	next := from
 	for {
 		metas, err := rd.Metas(ctx, next, to, replayPage)
@@ -249,7 +250,7 @@ func recorderCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx := context.Background()
 	if args[0] == "vacuum" {
-		before, after, err := recorder.Vacuum(ctx, dir)
+		before, after, err := sqlite.Vacuum(ctx, dir)
 		if err != nil {
 			fmt.Fprintln(stderr, "cycled recorder vacuum:", err)
 			return exitError
@@ -261,7 +262,7 @@ func recorderCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 func recorderCheck(ctx context.Context, dir string, asJSON bool, stdout, stderr io.Writer) int {
-	rd, err := recorder.OpenReader(ctx, dir)
+	rd, err := sqlite.OpenReader(ctx, dir)
 	if err != nil {
 		fmt.Fprintln(stderr, "cycled recorder check:", err)
 		return exitError

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cycled/cycled/recorder"
+	"github.com/cycled/cycled/daemon/recorder"
 )
 
 // tamper rewrites the recorded summary of tick id with edit, as an older version that

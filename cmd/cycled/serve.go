@@ -18,8 +18,8 @@ import (
 	"github.com/cycled/cycled/api"
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/daemon/metrics"
 	"github.com/cycled/cycled/internal/rtsched"
-	"github.com/cycled/cycled/metrics"
 	"github.com/cycled/cycled/tiers"
 )
 

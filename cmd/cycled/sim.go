@@ -17,10 +17,10 @@ import (
 	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/daemon/recorder/sqlite"
 	"github.com/cycled/cycled/faultsummary"
-	"github.com/cycled/cycled/recorder"
-	"github.com/cycled/cycled/sim"
 	"github.com/cycled/cycled/tiers"
+	"github.com/cycled/cycled/tools/sim"
 )
 
 // simFlags are the flags of "cycled sim" (and of "cycled advise --sim").
@@ -178,12 +178,12 @@ func runSim(o sim.Options, out, record string, stdout io.Writer) (rep *sim.Repor
 			}
 		}()
 	}
-	var rec *recorder.Recorder
+	var rec *sqlite.Recorder
 	if record != "" {
 		o.Attach = func(c clock.Clock) (cycle.Hooks, cycle.Identity, error) {
 			var err error
 			// The queue holds the whole run: a simulation outruns any disk, and must drop nothing.
-			rec, err = recorder.Open(context.Background(), recorder.Options{Dir: record, Now: c.Now, Queue: simQueue(o)})
+			rec, err = sqlite.Open(context.Background(), sqlite.Options{Dir: record, Now: c.Now, Queue: simQueue(o)})
 			if err != nil {
 				return cycle.Hooks{}, cycle.Identity{}, fmt.Errorf("--record: %w", err)
 			}

@@ -1,0 +1,234 @@
+// Package recorder defines what the flight recorder keeps and how it is searched: the
+// filters, queries and records that the API, replay and operators read, the event kinds,
+// and the rule of which module lines are nominal. The store itself, on SQLite, lives in
+// the module github.com/cycled/cycled/daemon/recorder/sqlite, so that programs that only
+// read these types (the API, an embedding application) do not link a database.
+package recorder
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/tiers"
+)
+
+// ErrNotFound is returned when a tick is not in the database.
+var ErrNotFound = errors.New("not recorded")
+
+// Filter selects ticks. Zero fields select everything.
+type Filter struct {
+	// Severity keeps the ticks of this overall severity.
+	Severity faultsummary.Severity
+	// Module keeps the ticks in which this module's line was not nominal (see Nominal),
+	// with Status if set.
+	Module string
+	// Status keeps the ticks with a line of this status (of Module if set). A nominal
+	// status (ok, not_due) is not recorded per line and is refused by Validate.
+	Status faultsummary.Status
+	// Since and Until keep the ticks started in [Since, Until).
+	Since, Until time.Time
+}
+
+// Validate reports a filter that cannot be answered, naming the query parameter.
+func (f Filter) Validate() (field string, err error) {
+	switch f.Severity {
+	case "", faultsummary.OK, faultsummary.Degraded, faultsummary.Critical:
+	default:
+		return "severity", fmt.Errorf("unknown severity %q (want ok, degraded or critical)", f.Severity)
+	}
+	switch f.Status {
+	case "", faultsummary.StatusRetried, faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy,
+		faultsummary.StatusOpen, faultsummary.StatusProbeOK, faultsummary.StatusProbeFailed, faultsummary.StatusSkipped:
+	case faultsummary.StatusRejected: // issue 37, resilience additions
+	case faultsummary.StatusOK, faultsummary.StatusNotDue:
+		return "status", fmt.Errorf("status %q is nominal: only lines that are not nominal can be searched", f.Status)
+	default:
+		return "status", fmt.Errorf("unknown status %q", f.Status)
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return "until", errors.New("until must be after since")
+	}
+	return "", nil
+}
+
+// Empty reports whether f selects every tick.
+func (f Filter) Empty() bool { return f == Filter{} }
+
+// Match reports whether the summary s passes the filter, by the same rules as the
+// database's query (for summaries still in memory).
+func (f Filter) Match(s *faultsummary.Summary) bool {
+	if f.Severity != "" && s.OverallSeverity != f.Severity {
+		return false
+	}
+	if !f.Since.IsZero() && s.StartedAt.Before(f.Since) || !f.Until.IsZero() && !s.StartedAt.Before(f.Until) {
+		return false
+	}
+	if f.Module == "" && f.Status == "" {
+		return true
+	}
+	var m faultsummary.Module
+	for i, n := 0, s.NumModules(); i < n; i++ {
+		if s.PlainAt(i) {
+			continue
+		}
+		s.ModuleInto(i, &m)
+		if Nominal(s, &m) || f.Module != "" && m.Name != f.Module || f.Status != "" && m.Status != f.Status {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// Query selects recorded ticks: those passing Filter with ids in (After, Before), newest
+// first (oldest first with Ascending), at most Limit (0: no limit).
+type Query struct {
+	Filter
+	Before, After uint64 // 0: no bound
+	Limit         int
+	Ascending     bool
+}
+
+// Tick is a recorded summary.
+type Tick struct {
+	ID   uint64
+	JSON []byte
+}
+
+// Event is a recorded event, as GET /events answers it.
+type Event struct {
+	ID     uint64          `json:"id"`
+	At     time.Time       `json:"at"`
+	TickID uint64          `json:"tick_id"`
+	RunID  string          `json:"run_id"`
+	Kind   string          `json:"kind"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// EventQuery selects events: ids above After, of Kind if set, in tick ids [FromTick,
+// ToTick] when set, oldest first, at most Limit (0: no limit).
+type EventQuery struct {
+	After            uint64
+	Kind             string
+	FromTick, ToTick uint64
+	Limit            int
+}
+
+// Line is a recorded module line that was not nominal, with the outcome inputs a replay
+// of the tick's decisions needs.
+type Line struct {
+	TickID    uint64  `json:"tick_id"`
+	Name      string  `json:"name"`
+	Tier      string  `json:"tier"`
+	Status    string  `json:"status"`
+	FaultKind string  `json:"fault_kind"`
+	Attempts  int     `json:"attempts"`
+	LatencyMs float64 `json:"latency_ms"`
+	Abandoned bool    `json:"abandoned"`
+	Error     string  `json:"error"`
+}
+
+// TickMeta is a recorded tick's indexed columns.
+type TickMeta struct {
+	ID         uint64                `json:"tick_id"`
+	StartedAt  time.Time             `json:"started_at"`
+	Severity   faultsummary.Severity `json:"severity"`
+	Finish     faultsummary.Finish   `json:"finish"`
+	Emergency  bool                  `json:"emergency"`
+	RunID      string                `json:"run_id"`
+	Generation uint64                `json:"generation"`
+}
+
+// Nominal reports whether a module line of s is nominal, and so not kept in the table of
+// lines: it succeeded at once (ok), was not due, or is an emergency-only module skipped
+// in a tick that completed outside emergency mode.
+func Nominal(s *faultsummary.Summary, m *faultsummary.Module) bool {
+	switch m.Status {
+	case faultsummary.StatusOK, faultsummary.StatusNotDue:
+		return true
+	case faultsummary.StatusSkipped:
+		return !s.EmergencyMode && s.Finish == faultsummary.Completed
+	}
+	return false
+}
+
+// KindRules is the kind of the event that records what a replay of the decisions needs of
+// the configuration: each module's effective error policy and on_open, and the emergency
+// configuration. It is written when Watch is called and at every configuration applied.
+const KindRules = "decision_rules"
+
+// ModuleRules is one module's part of Rules.
+type ModuleRules struct {
+	Policy    tiers.Policy `json:"policy"` // the effective error policy
+	OnOpen    tiers.OnOpen `json:"on_open"`
+	TierIndex int          `json:"tier_index"`
+}
+
+// Rules is the data of a KindRules event: the configuration in force from the event's
+// tick on, for the generation it names (0: the one in force when the recorder was
+// attached).
+type Rules struct {
+	Generation   uint64                 `json:"generation"`
+	Latch        bool                   `json:"latch"`
+	RecoverAfter int                    `json:"recover_after"`
+	Modules      map[string]ModuleRules `json:"modules"`
+}
+
+// RulesOf returns the rules of engine e's configuration in force, as generation gen.
+func RulesOf(e *cycle.Engine, gen uint64) Rules {
+	cfg := e.Config()
+	r := Rules{Generation: gen, Latch: cfg.Emergency.Latch, RecoverAfter: cfg.Emergency.RecoverAfter,
+		Modules: make(map[string]ModuleRules)}
+	for _, m := range e.Modules() {
+		if !m.Pending {
+			r.Modules[m.Spec.Name] = ModuleRules{Policy: m.Policy, OnOpen: m.Spec.OnOpen, TierIndex: m.TierIndex}
+		}
+	}
+	return r
+}
+
+// Report is what Check finds.
+type Report struct {
+	Path       string   `json:"path"`
+	Integrity  []string `json:"integrity"` // "ok", or SQLite's findings
+	Ticks      int64    `json:"ticks"`
+	FirstTick  uint64   `json:"first_tick"`
+	LastTick   uint64   `json:"last_tick"`
+	Lines      int64    `json:"lines"`
+	Events     int64    `json:"events"`
+	FileBytes  int64    `json:"file_bytes"`
+	UsedBytes  int64    `json:"used_bytes"`
+	WALBytes   int64    `json:"wal_bytes"`
+	NextTickID uint64   `json:"next_tick_id"` // the id a restart takes
+}
+
+// OK reports whether the integrity check found nothing.
+func (rp Report) OK() bool { return len(rp.Integrity) == 1 && rp.Integrity[0] == "ok" }
+
+// String is the report as a person reads it.
+func (rp Report) String() string {
+	return fmt.Sprintf("%s\n  integrity: %s\n  ticks: %d (%d..%d), next id %d\n  non-nominal lines: %d, events: %d\n  size: %d bytes in use, file %d bytes, WAL %d bytes\n",
+		rp.Path, strings.Join(rp.Integrity, "; "), rp.Ticks, rp.FirstTick, rp.LastTick, rp.NextTickID,
+		rp.Lines, rp.Events, rp.UsedBytes, rp.FileBytes, rp.WALBytes)
+}
+
+// FileName is the database's file name in the state directory.
+const FileName = "recorder.db"
+
+// ErrNoDatabase is returned by OpenReader when the state directory holds no recorder
+// database.
+var ErrNoDatabase = errors.New("no recorder database")
+
+// The event kinds the recorder writes itself; callers add their own with Event.
+const (
+	KindBreaker   = "breaker"
+	KindEmergency = "emergency"
+	KindApplied   = "config_applied"
+	KindStart     = "recorder_started"
+	KindStop      = "recorder_stopped"
+)

@@ -1,0 +1,16 @@
+package sqlite
+
+import (
+	"context"
+	"testing"
+)
+
+// retainNow waits for the writer to commit what is queued, then enforces retention.
+func (r *Recorder) retainNow(t *testing.T) {
+	t.Helper()
+	id := r.lastID.Load()
+	waitFor(t, func() bool { b, _ := r.Tick(context.Background(), id); return b != nil })
+	r.retainMu.Lock()
+	defer r.retainMu.Unlock()
+	r.retain(context.Background())
+}

@@ -6,6 +6,7 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -32,9 +33,10 @@ modules:
   - name: guard
     tier: safety
     builtin: {{value: {{clear: true}}}}
-http: {{addr: "127.0.0.1:0"}}
+http: {{addr: "{addr}"}}
 log: {{level: warn}}
 state_dir: {state_dir}
+recorder: {{enabled: {recorder}}}
 """
 
 
@@ -55,11 +57,15 @@ class Daemon:
     """A running daemon: ``url``, a ``client``, and ``stop()``."""
 
     def __init__(self, binary: str, config: str, workdir: Path) -> None:
-        path = workdir / "cycled.yaml"
-        path.write_text(config)
+        self.binary = binary
+        self.path = workdir / "cycled.yaml"
+        self.path.write_text(config)
+        self._start()
+
+    def _start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CYCLED_")}
         self.proc = subprocess.Popen(
-            [binary, "run", "--config", str(path)],
+            [self.binary, "run", "--config", str(self.path)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
@@ -87,6 +93,12 @@ class Daemon:
             else:
                 self.stderr.append(line)
 
+    def restart(self) -> None:
+        """Stops the daemon and starts it again on the same configuration (the same
+        address when it names a port)."""
+        self.stop()
+        self._start()
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -105,11 +117,15 @@ def start_daemon(cycled_bin: str) -> Iterator[Callable[..., Daemon]]:
     started: list[Daemon] = []
     dirs: list[tempfile.TemporaryDirectory[str]] = []
 
-    def start(period: str = "20ms", budget: str = "100ms", cooldown: str = "200ms") -> Daemon:
+    def start(
+        period: str = "20ms", budget: str = "100ms", cooldown: str = "200ms", addr: str = "127.0.0.1:0", recorder: bool = False
+    ) -> Daemon:
         d = tempfile.TemporaryDirectory(prefix="cycled-py-")
         dirs.append(d)
         work = Path(d.name)
-        cfg = BASE_CONFIG.format(period=period, budget=budget, cooldown=cooldown, state_dir=work / "state")
+        cfg = BASE_CONFIG.format(
+            period=period, budget=budget, cooldown=cooldown, state_dir=work / "state", addr=addr, recorder=str(recorder).lower()
+        )
         daemon = Daemon(cycled_bin, cfg, work)
         started.append(daemon)
         return daemon
@@ -119,6 +135,13 @@ def start_daemon(cycled_bin: str) -> Iterator[Callable[..., Daemon]]:
         daemon.stop()
     for d in dirs:
         d.cleanup()
+
+
+def free_port() -> int:
+    """A loopback port free now (for a daemon that must come back on the same address)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def eventually(what: str, cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> object:

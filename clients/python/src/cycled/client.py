@@ -1,21 +1,24 @@
-"""Client of the cycled daemon's HTTP API (standard library only)."""
+"""The synchronous client of the cycled daemon's HTTP API (standard library only).
+
+It drives the same request programs as AsyncClient (``_wire``) over ``http.client``.
+"""
 
 from __future__ import annotations
 
 import http.client
-import json
+import ssl
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from typing import Any, Iterator, Mapping
+from datetime import datetime
+from typing import Any, Iterator, Mapping, TypeVar
 
-from .errors import APIError
-from .types import Event, Summary
+from . import _wire
+from ._wire import DEFAULT_URL, Headers, Program, Request, Response
+from .errors import ApiError, DaemonUnavailable
+from .types import Breaker, Emergency, Event, RecordedEvent, Summary, TickPage
 
 __all__ = ["Client", "DEFAULT_URL"]
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+T = TypeVar("T")
 
 
 class Client:
@@ -23,15 +26,49 @@ class Client:
 
     ``base_url`` is the daemon's address; ``token`` the admin bearer token (None for a
     token-less daemon on loopback); ``timeout`` the socket timeout of ordinary requests,
-    in seconds. Error answers raise APIError with the daemon's code, message and field.
+    in seconds. An error answer raises ApiError (``code``, ``message``, ``field``,
+    ``problems``); no answer at all raises DaemonUnavailable.
     """
 
     def __init__(self, base_url: str = DEFAULT_URL, token: str | None = None, timeout: float = 10.0) -> None:
-        self.base_url = base_url.rstrip("/")
+        self._wire = _wire.Wire(base_url, token)
+        self.base_url = self._wire.base_url
         self.token = token
         self.timeout = timeout
 
     # -- plumbing -------------------------------------------------------------------
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        w = self._wire
+        if w.scheme == "https":
+            return http.client.HTTPSConnection(w.host, w.port, timeout=timeout, context=ssl.create_default_context())
+        return http.client.HTTPConnection(w.host, w.port, timeout=timeout)
+
+    def _send(self, req: Request) -> Response:
+        conn = self._connection(req.timeout or self.timeout)
+        try:
+            try:
+                conn.request(req.method, req.target, body=req.body, headers=dict(req.headers))
+                resp = conn.getresponse()
+                raw = resp.read()
+            except (OSError, http.client.HTTPException) as e:
+                raise DaemonUnavailable(self.base_url, e) from e
+            return self._wire.read(resp.status, Headers(resp.getheaders()), raw)
+        finally:
+            conn.close()
+
+    def _run(self, prog: Program[T]) -> T:
+        try:
+            req = next(prog)
+            while True:
+                try:
+                    resp = self._send(req)
+                except (ApiError, DaemonUnavailable) as e:
+                    req = prog.throw(e)
+                else:
+                    req = prog.send(resp)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
 
     def request(
         self,
@@ -42,202 +79,158 @@ class Client:
         params: Mapping[str, Any] | None = None,
         admin: bool = False,
         timeout: float | None = None,
-    ) -> tuple[int, Any, Any]:
-        """Sends one request; returns (status, decoded JSON or None, headers: a
-        case-insensitive http.client.HTTPMessage) for 2xx and
-        304 answers and raises APIError for the others."""
-        url = self.base_url + path
-        if params:
-            q = {k: v for k, v in params.items() if v is not None}
-            if q:
-                url += "?" + urllib.parse.urlencode(q)
-        data = None
-        req = urllib.request.Request(url, method=method)
-        if body is not None:
-            data = json.dumps(body).encode()
-            req.add_header("Content-Type", "application/json")
-        elif method in ("POST", "PUT", "PATCH"):
-            req.add_header("Content-Type", "application/json")
-        if admin and self.token:
-            req.add_header("Authorization", "Bearer " + self.token)
-        try:
-            with urllib.request.urlopen(req, data=data, timeout=timeout or self.timeout) as resp:
-                raw = resp.read()
-                return resp.status, _decode(raw), resp.headers  # case-insensitive
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            if e.code == 304:
-                return 304, None, e.headers
-            decoded = _decode(raw)
-            err = decoded.get("error") if isinstance(decoded, dict) else None
-            if isinstance(err, dict):
-                raise APIError(e.code, str(err.get("code", "")), str(err.get("message", "")), str(err.get("field") or ""), decoded) from None
-            raise APIError(e.code, "http_%d" % e.code, raw[:200].decode(errors="replace"), body=decoded) from None
-
-    def _get(self, path: str, **params: Any) -> Any:
-        return self.request("GET", path, params=params)[1]
+    ) -> tuple[int, Any, Headers]:
+        """Sends one request; returns (status, decoded JSON or None, case-insensitive
+        headers) for 2xx and 304 answers and raises ApiError for the others."""
+        resp = self._send(self._wire.build(method, path, body, params=params, admin=admin, timeout=timeout))
+        return resp.status, resp.body, resp.headers
 
     # -- reads ----------------------------------------------------------------------
 
     def latest(self) -> Summary:
-        """The latest tick's summary (APIError 503 ``no_tick_yet`` before the first)."""
-        return Summary.from_dict(self._get("/ticks/latest"))
+        """The latest tick's summary (ApiError 503 ``no_tick_yet`` before the first)."""
+        return self._run(_wire.latest(self._wire))
 
     def tick(self, tick_id: int) -> Summary:
-        """The summary of one tick (APIError 404 once it has left the history)."""
-        return Summary.from_dict(self._get("/ticks/%d" % tick_id))
+        """The summary of one tick (ApiError 404 once it has left the history)."""
+        return self._run(_wire.tick(self._wire, tick_id))
 
-    def ticks(self, limit: int | None = None, before: int | None = None) -> list[Summary]:
-        """Up to ``limit`` summaries with ids below ``before``, newest first."""
-        body = self._get("/ticks", limit=limit, before=before)
-        return [Summary.from_dict(s) for s in body.get("ticks", [])]
+    def ticks(
+        self,
+        limit: int | None = None,
+        before: int | None = None,
+        *,
+        severity: str | None = None,
+        module: str | None = None,
+        status: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+    ) -> TickPage:
+        """Searches the history, newest first: up to ``limit`` summaries with ids below
+        ``before``, of overall ``severity`` (ok, degraded, critical), in which ``module``'s
+        line is not nominal, with a line in ``status`` (retried, failed, timed_out, …),
+        started in [``since``, ``until``) (aware datetimes or RFC 3339). The filters
+        combine; the page's ``next_before`` continues it."""
+        return self._run(
+            _wire.ticks(self._wire, limit=limit, before=before, severity=severity, module=module, status=status, since=since, until=until)
+        )
 
     def wait(self, after: int, timeout: float = 30.0) -> Summary | None:
         """Long-polls for a tick newer than ``after``: returns it (the tick after
         ``after`` if the history still has it, else the latest), or None when
         ``timeout`` seconds (at most 30 per request; longer waits poll again) pass
         without one."""
-        end = time.monotonic() + timeout
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            wait = min(left, 30.0)
-            try:
-                status, body, _ = self.request(
-                    "GET", "/ticks/latest", params={"wait": "%.3fs" % wait, "after": after}, timeout=wait + self.timeout
-                )
-            except APIError as e:
-                if e.status != 503:  # 503: no tick yet, keep waiting
-                    raise
-                continue
-            if status == 200 and body and int(body.get("tick_id", 0)) > after:
-                s = Summary.from_dict(body)
-                if s.tick_id != after + 1:
-                    try:
-                        return self.tick(after + 1)
-                    except APIError:
-                        pass
-                return s
+        return self._run(_wire.wait(self._wire, after, timeout, self.timeout))
 
     def stream(self, last_event_id: str | None = None, reconnect: bool = True, read_timeout: float = 10.0) -> Iterator[Event]:
-        """Iterates over ``GET /ticks/stream`` events (tick, breaker, emergency).
+        """Iterates over ``GET /ticks/stream`` events (tick, breaker, emergency, shed).
 
         On a dropped connection (or none within ``read_timeout``: the daemon pings every
         2 s) it reconnects with ``Last-Event-ID``, and the daemon replays the ticks
-        missed (up to 256) so that the iteration has no gap; with ``reconnect=False`` it
-        ends instead. Close the iterator (or break out of the loop) to disconnect.
+        missed (up to 256) so that the iteration has no gap; while the daemon is down it
+        keeps trying (backoff up to 2 s). When the daemon on the other end is another
+        process (it was restarted), a ``restart`` event comes before its first tick. With
+        ``reconnect=False`` it ends instead (DaemonUnavailable when the first connection
+        fails). Close the iterator (or break out of the loop) to disconnect.
         """
-        last = last_event_id
-        backoff = 0.05
+        state = _wire.StreamState(last_event_id)
         while True:
             try:
-                for ev in self._stream_once(last, read_timeout):
-                    backoff = 0.05
-                    if ev.id:
-                        last = ev.id
+                for ev in self._stream_once(state, read_timeout):
                     yield ev
+            except DaemonUnavailable:
+                if not reconnect and state.connects == 0:
+                    raise
             except (OSError, http.client.HTTPException):
                 pass
             if not reconnect:
                 return
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 2.0)
+            time.sleep(state.next_delay())
 
-    def _stream_once(self, last: str | None, read_timeout: float) -> Iterator[Event]:
-        u = urllib.parse.urlsplit(self.base_url)
-        conn_cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        conn = conn_cls(u.hostname or "127.0.0.1", u.port, timeout=read_timeout)
+    def _stream_once(self, state: _wire.StreamState, read_timeout: float) -> Iterator[Event]:
+        req = state.request(self._wire)
+        conn = self._connection(read_timeout)
         try:
-            headers = {"Accept": "text/event-stream"}
-            if last:
-                headers["Last-Event-ID"] = last
-            conn.request("GET", (u.path or "") + "/ticks/stream", headers=headers)
-            resp = conn.getresponse()
+            try:
+                conn.request(req.method, req.target, headers=dict(req.headers))
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as e:
+                raise DaemonUnavailable(self.base_url, e) from e
             if resp.status != 200:
                 raw = resp.read()
-                raise APIError(resp.status, "http_%d" % resp.status, raw[:200].decode(errors="replace"))
-            type_, id_, data = "", "", []
+                raise _wire.api_error(resp.status, Headers(resp.getheaders()), raw, _wire._decode(raw))
+            state.connected()
+            parser = _wire.SSEParser()
             while True:
                 line = resp.readline()
                 if not line:
                     return  # the daemon ended the stream (shutdown)
-                text = line.decode("utf-8").rstrip("\r\n")
-                if text == "":
-                    if data or type_:
-                        yield Event.parse(type_, id_, "\n".join(data))
-                    type_, id_, data = "", "", []
-                    continue
-                if text.startswith(":"):
-                    continue  # a comment: the daemon's ping
-                name, _, value = text.partition(":")
-                value = value[1:] if value.startswith(" ") else value
-                if name == "event":
-                    type_ = value
-                elif name == "id":
-                    id_ = value
-                elif name == "data":
-                    data.append(value)
+                for ev in parser.feed(line):
+                    yield from state.accept(ev)
         finally:
             conn.close()
 
+    def events(self, after: int | None = None, kind: str | None = None, limit: int | None = None) -> list[RecordedEvent]:
+        """The flight recorder's events with ids above ``after``, of ``kind``, oldest
+        first (ApiError 501 without a recorder)."""
+        return self._run(_wire.events(self._wire, after=after, kind=kind, limit=limit))
+
     def modules(self) -> list[dict[str, Any]]:
         """Every module: spec, kind, breaker, last result, last-known-good."""
-        return list(self._get("/modules").get("modules", []))
+        return list(self._run(_wire.as_dict(self._wire.build("GET", "/modules"))).get("modules", []))
 
     def module(self, name: str) -> dict[str, Any]:
-        """One module (APIError 404 when unknown)."""
-        return dict(self._get("/modules/" + urllib.parse.quote(name, safe="")))
+        """One module (ApiError 404 when unknown)."""
+        return self._run(_wire.as_dict(self._wire.build("GET", "/modules/" + _wire.quote(name))))
 
-    def breakers(self) -> list[dict[str, Any]]:
+    def breakers(self) -> list[Breaker]:
         """Every breaker with its state and counters."""
-        return list(self._get("/breakers").get("breakers", []))
+        return self._run(_wire.breakers(self._wire))
 
-    def emergency(self) -> dict[str, Any]:
+    def emergency(self) -> Emergency:
         """The emergency state (the last reason stays after recovery)."""
-        return dict(self._get("/emergency"))
+        return self._run(_wire.emergency(self._wire))
 
     def blackboard(self, key: str | None = None) -> Any:
         """The whole blackboard, or one key's entry."""
-        if key is None:
-            return self._get("/blackboard")
-        return self._get("/blackboard/" + urllib.parse.quote(key, safe=""))
+        path = "/blackboard" if key is None else "/blackboard/" + _wire.quote(key)
+        return self._run(_wire.call(self._wire.build("GET", path)))
+
+    def health(self) -> dict[str, Any]:
+        """GET /healthz: status, version, mode, last tick (ApiError 503 when the
+        watchdog fired)."""
+        return self._run(_wire.as_dict(self._wire.build("GET", "/healthz")))
 
     # -- admin ----------------------------------------------------------------------
 
     def step(self) -> Summary:
         """Runs one tick in step mode (``cycle.period: 0``) and returns its summary."""
-        return Summary.from_dict(self.request("POST", "/ticks", admin=True)[1])
+        return self._run(_wire.step(self._wire))
 
     def register(self, spec: Mapping[str, Any]) -> dict[str, Any]:
-        """Registers a module (``POST /modules``); the answer describes it."""
-        return dict(self.request("POST", "/modules", dict(spec), admin=True)[1] or {})
+        """Registers a module (``POST /modules``); the answer describes it. An invalid
+        module raises ApiError 422 with every finding in ``problems``."""
+        return self._run(_wire.as_dict(self._wire.build("POST", "/modules", dict(spec), admin=True)))
 
     def deregister(self, name: str) -> None:
         """Removes a runtime module (``DELETE /modules/{name}``)."""
-        self.request("DELETE", "/modules/" + urllib.parse.quote(name, safe=""), admin=True)
+        self._run(_wire.call(self._wire.build("DELETE", "/modules/" + _wire.quote(name), admin=True)))
 
-    def reset_breaker(self, name: str) -> dict[str, Any]:
-        """Closes a breaker (``POST /breakers/{name}/reset``)."""
-        return dict(self.request("POST", "/breakers/%s/reset" % urllib.parse.quote(name, safe=""), admin=True)[1] or {})
+    def reset_breaker(self, name: str) -> Breaker:
+        """Closes a breaker (``POST /breakers/{name}/reset``); returns it after the reset."""
+        return self._run(_wire.reset_breaker(self._wire, name))
 
     def reset_emergency(self) -> dict[str, Any]:
         """Resets a latched emergency (``POST /emergency/reset``)."""
-        return dict(self.request("POST", "/emergency/reset", admin=True)[1] or {})
+        return self._run(_wire.as_dict(self._wire.build("POST", "/emergency/reset", admin=True)))
 
     def reload(self) -> dict[str, Any]:
         """Reloads the configuration file (``POST /config/reload``)."""
-        return dict(self.request("POST", "/config/reload", admin=True)[1] or {})
+        return self._run(_wire.as_dict(self._wire.build("POST", "/config/reload", admin=True)))
 
-    def inject_faults(self, name: str, **faults: Any) -> Any:
-        """Changes a builtin module's fault injection, e.g. ``fail_rate=1`` or ``reset=True``."""
-        return self.request("POST", "/modules/%s/faults" % urllib.parse.quote(name, safe=""), faults, admin=True)[1]
+    def inject(self, name: str, **faults: Any) -> dict[str, Any]:
+        """Changes a builtin module's fault injection (``POST /modules/{name}/faults``),
+        e.g. ``fail_rate=1``, ``latency="20ms"`` or ``reset=True``."""
+        return self._run(_wire.as_dict(self._wire.build("POST", "/modules/%s/faults" % _wire.quote(name), faults, admin=True)))
 
-
-def _decode(raw: bytes) -> Any:
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return None
+    inject_faults = inject

@@ -1,6 +1,20 @@
-"""Errors of the SDK: the fault kinds a module raises, and the daemon's API errors."""
+"""Errors of the SDK: the fault kinds a module raises, and what the daemon's API answers.
+
+Two errors come from the client side:
+
+- ``DaemonUnavailable``: no answer at all (connection refused or reset, a name that does
+  not resolve, no answer within the timeout). It is a ``ConnectionError``, so code that
+  catches ``OSError`` keeps working.
+- ``ApiError``: the daemon answered with an error object
+  ``{"error": {"code", "message", "field", "problems"}}``; ``problems`` lists every finding
+  (each with its field) when the daemon found several, e.g. a registration answered 422.
+"""
 
 from __future__ import annotations
+
+from typing import Any
+
+from .types import Problem
 
 __all__ = [
     "ModuleError",
@@ -9,7 +23,9 @@ __all__ = [
     "ContractError",
     "DownstreamError",
     "NothingToDo",
+    "ApiError",
     "APIError",
+    "DaemonUnavailable",
 ]
 
 
@@ -61,10 +77,28 @@ class NothingToDo(ModuleError):
     kind = "control"
 
 
-class APIError(Exception):
-    """An error answer of the daemon's HTTP API: ``{"error": {code, message, field}}``."""
+class ApiError(Exception):
+    """An error answer of the daemon's HTTP API.
 
-    def __init__(self, status: int, code: str, message: str, field: str = "", body: object = None) -> None:
+    ``status`` is the HTTP status; ``code`` the machine-readable code (``not_found``,
+    ``duplicate``, ``invalid``, …); ``message`` the daemon's message; ``field`` the field
+    at fault (the first when there are several; empty when none); ``problems`` every
+    finding with its field (empty unless the daemon listed several); ``retry_after`` the
+    seconds of a 429's or 503's Retry-After header (None without one); ``body`` the
+    decoded answer.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: str = "",
+        body: Any = None,
+        *,
+        problems: list[Problem] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         text = f"{status} {code}: {message}"
         if field:
             text += f" (field {field})"
@@ -74,3 +108,20 @@ class APIError(Exception):
         self.message = message
         self.field = field
         self.body = body
+        self.problems: list[Problem] = list(problems or [])
+        self.retry_after = retry_after
+
+
+APIError = ApiError
+"""The former name of ApiError, kept for code written against it."""
+
+
+class DaemonUnavailable(ConnectionError):
+    """The daemon could not be reached at ``url``: connection refused or reset before an
+    answer, a name that does not resolve, or no answer within the timeout. ``__cause__``
+    is the underlying error. A daemon that answers, even with 503, raises ApiError."""
+
+    def __init__(self, url: str, reason: BaseException | str) -> None:
+        super().__init__(f"cycled daemon at {url} unavailable: {reason}")
+        self.url = url
+        self.reason = str(reason)

@@ -74,7 +74,7 @@ class Module:
         self.tier = tier
         self.reads = list(reads or [])
         self.writes = writes
-        self.client = Client(daemon or os.environ.get("CYCLED_URL", DEFAULT_URL), token or os.environ.get("CYCLED_ADMIN_TOKEN") or None)
+        self.client = Client(daemon or os.environ.get("CYCLED_URL") or DEFAULT_URL, token or os.environ.get("CYCLED_ADMIN_TOKEN") or None)
         self.listen = listen
         self.advertise = advertise
         self.timeout = timeout
@@ -100,7 +100,7 @@ class Module:
         if self._server is None:
             raise RuntimeError("module not started")
         host, port = self._server.server_address[:2]
-        return "http://%s:%d/tick" % (self.advertise or host, port)
+        return "http://%s:%d/tick" % (self.advertise or str(host), port)
 
     def spec(self) -> dict[str, Any]:
         """The registration body sent to ``POST /modules``."""
@@ -253,7 +253,7 @@ class Module:
             raise RuntimeError("module not started")
 
         async def bounded() -> Any:
-            return await asyncio.wait_for(self.func(call), timeout=max(call.remaining(), 0.0))  # type: ignore[arg-type]
+            return await asyncio.wait_for(self.func(call), timeout=max(call.remaining(), 0.0))
 
         fut = asyncio.run_coroutine_threadsafe(bounded(), loop)
         return fut.result()

@@ -1,26 +1,45 @@
-"""Typed views of the daemon's JSON: tick summaries, module inputs, stream events.
+"""Typed views of the daemon's JSON: tick summaries, breakers, events, module inputs.
 
-Every type keeps the JSON it was made from in ``raw``, so fields the daemon adds later
-are still reachable without a new SDK.
+The payload classes are frozen dataclasses whose fields have the names of the API's
+fields (api/openapi.yaml; a field named by a Python keyword ends with ``_``, e.g.
+``Summary.async_``). Each keeps the JSON it was made from in ``raw``, so a field the daemon
+adds later is still reachable without a new SDK, and ``payload["field"]`` reads the JSON
+as the daemon sent it. Absent fields take their zero value.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import sys
+import types as _pytypes
+import typing
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping, TypeVar, Union
 
 __all__ = [
     "Input",
     "Call",
+    "Problem",
     "Served",
+    "ModuleLine",
+    "TierLine",
+    "Emergency",
+    "StartupState",
+    "ShedState",
+    "AsyncRun",
+    "RecorderStatus",
+    "Summary",
+    "BreakerSettings",
+    "Breaker",
+    "RecordedEvent",
+    "Event",
+    "TickPage",
     "ModuleResult",
     "TierResult",
     "EmergencyState",
-    "Summary",
-    "Event",
     "parse_time",
+    "json_name",
 ]
 
 
@@ -38,9 +57,302 @@ def parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(s)
 
 
-def _get(d: Mapping[str, Any], key: str, default: Any) -> Any:
-    v = d.get(key)
-    return default if v is None else v
+def json_name(f: dataclasses.Field[Any]) -> str:
+    """The API's name of a payload field: the field's name without a trailing ``_``."""
+    return f.name[:-1] if f.name.endswith("_") else f.name
+
+
+P = TypeVar("P", bound="Payload")
+
+
+class Payload:
+    """The base of the API's payloads: decoding from JSON, and the raw JSON by key."""
+
+    raw: Mapping[str, Any]
+    _plans: ClassVar[dict[type, list[tuple[str, str, Any]]]] = {}
+
+    @classmethod
+    def from_dict(cls: type[P], d: Mapping[str, Any]) -> P:
+        """Builds the payload from its JSON object (absent or null fields: zero values)."""
+        plan = Payload._plans.get(cls)
+        if plan is None:
+            plan = _plan(cls)
+            Payload._plans[cls] = plan
+        kwargs: dict[str, Any] = {"raw": d}
+        for name, key, conv in plan:
+            v = d.get(key)
+            if v is not None:
+                kwargs[name] = conv(v)
+        return cls(**kwargs)
+
+    def __getitem__(self, key: str) -> Any:
+        """The JSON field ``key`` as the daemon sent it (KeyError when absent)."""
+        return self.raw[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The JSON field ``key`` as the daemon sent it, or default."""
+        return self.raw.get(key, default)
+
+
+def _plan(cls: type) -> list[tuple[str, str, Any]]:
+    hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    return [(f.name, json_name(f), _converter(hints[f.name])) for f in dataclasses.fields(cls) if f.name != "raw"]
+
+
+def _converter(tp: Any) -> Any:
+    """A function from JSON to the annotated type tp (one per field, built once)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (Union, _pytypes.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        return _converter(inner[0]) if len(inner) == 1 else (lambda v: v)
+    if origin is list:
+        item = _converter(args[0]) if args else (lambda v: v)
+        return lambda v: [item(x) for x in v] if isinstance(v, list) else []
+    if origin is dict or origin is Mapping:
+        val = _converter(args[1]) if len(args) == 2 else (lambda v: v)
+        return lambda v: {str(k): val(x) for k, x in v.items()} if isinstance(v, Mapping) else {}
+    if isinstance(tp, type) and issubclass(tp, Payload):
+        return lambda v: tp.from_dict(v) if isinstance(v, Mapping) else tp()
+    if tp is datetime:
+        return lambda v: parse_time(v) if isinstance(v, str) else None
+    if tp is bool:
+        return bool
+    if tp is int:
+        return lambda v: int(v)
+    if tp is float:
+        return lambda v: float(v)
+    if tp is str:
+        return lambda v: v if isinstance(v, str) else str(v)
+    return lambda v: v
+
+
+def _raw() -> Any:
+    return dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem(Payload):
+    """One finding of a validation: the field at fault and what is wrong with it;
+    ``warning`` marks one that does not stop the configuration from running."""
+
+    field: str = ""
+    message: str = ""
+    warning: bool = False
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class Served(Payload):
+    """What a module's key served after a tick: the value's provenance."""
+
+    key: str = ""
+    source: str = "none"
+    stale: bool = False
+    expired: bool = False
+    age_ms: float = 0.0
+    derived_from_stale: bool = False
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleLine(Payload):
+    """One module's line in a tick summary (``status`` ok, retried, failed, timed_out,
+    busy, open, probe_ok, probe_failed, skipped, not_due, rejected or shed)."""
+
+    name: str = ""
+    tier: str = ""
+    tier_index: int = 0
+    status: str = ""
+    attempts: int = 0
+    latency_ms: float = 0.0
+    fault_kind: str = ""
+    error: str = ""
+    breaker: str = ""
+    circuit_state: str = ""
+    using_fallback: bool = False
+    served: Served | None = None
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class TierLine(Payload):
+    """One tier's line in a tick summary."""
+
+    index: int = 0
+    name: str = ""
+    budget_ms: float = 0.0
+    elapsed_ms: float = 0.0
+    status: str = ""
+    budget_exhausted: bool = False
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class Emergency(Payload):
+    """The emergency state machine as a summary (or ``GET /emergency``) reports it."""
+
+    active: bool = False
+    since_tick: int = 0
+    reason: str = ""
+    latched: bool = False
+    healthy_ticks: int = 0
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class StartupState(Payload):
+    """What a starting cycle waits for: the safety modules not yet successful once."""
+
+    pending: list[str] = dataclasses.field(default_factory=list)
+    timeout_ms: float = 0.0
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class ShedState(Payload):
+    """What load shedding sheds in a tick, since when and why."""
+
+    level: int = 0
+    modules: list[str] = dataclasses.field(default_factory=list)
+    reason: str = ""
+    since_tick: int = 0
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncRun(Payload):
+    """The end of one run of an asynchronous module."""
+
+    name: str = ""
+    origin_tick: int = 0
+    status: str = ""
+    latency_ms: float = 0.0
+    fault_kind: str = ""
+    error: str = ""
+    failures: int = 0
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class RecorderStatus(Payload):
+    """The flight recorder's report in a summary: records dropped, and a failing write."""
+
+    dropped: int = 0
+    dropped_total: int = 0
+    failing: bool = False
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary(Payload):
+    """A CycleFaultSummary (``schema: cycled.fault_summary/v1``): what one tick did."""
+
+    schema: str = ""
+    tick_id: int = 0
+    scheduled_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    start_lag_ms: float = 0.0
+    wall_ms: float = 0.0
+    overrun: bool = False
+    skipped_grid_points: int = 0
+    finish: str = ""
+    emergency_mode: bool = False
+    emergency: Emergency = dataclasses.field(default_factory=lambda: Emergency())
+    overall_severity: str = ""
+    tiers: list[TierLine] = dataclasses.field(default_factory=list)
+    modules: list[ModuleLine] = dataclasses.field(default_factory=list)
+    retry_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    open_circuits: list[str] = dataclasses.field(default_factory=list)
+    half_open_circuits: list[str] = dataclasses.field(default_factory=list)
+    degraded_keys: list[str] = dataclasses.field(default_factory=list)
+    budget_violations: list[str] = dataclasses.field(default_factory=list)
+    compacted: bool = False
+    run_id: str = ""
+    generation: int = 0
+    epoch: int = 0  # the active/standby group's epoch (0: a daemon running alone)
+    recorder: RecorderStatus | None = None
+    retry_budget_exhausted: list[str] = dataclasses.field(default_factory=list)
+    cycle_state: str = ""
+    startup: StartupState | None = None
+    shed: ShedState | None = None
+    async_: list[AsyncRun] = dataclasses.field(default_factory=list)
+    raw: Mapping[str, Any] = _raw()
+
+    def module(self, name: str) -> ModuleLine | None:
+        """The line of the named module, or None when it was not in this tick."""
+        for m in self.modules:
+            if m.name == name:
+                return m
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakerSettings(Payload):
+    """A breaker's settings (``kind`` consecutive or rate; the rate fields for rate)."""
+
+    failure_threshold: int = 0
+    cooldown: str = ""
+    half_open_probes: int = 0
+    half_open_successes: int = 0
+    trip_on: list[str] = dataclasses.field(default_factory=list)
+    kind: str = ""
+    window: int = 0
+    min_ticks: int = 0
+    failure_rate: float = 0.0
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class Breaker(Payload):
+    """A module's circuit breaker: ``state`` closed, open or half_open, and counters."""
+
+    name: str = ""
+    state: str = ""
+    consecutive_failures: int = 0
+    probes_in_flight: int = 0
+    probe_successes: int = 0
+    total_failures: int = 0
+    total_successes: int = 0
+    transitions: int = 0
+    opened_at: datetime | None = None
+    cooldown_remaining_ms: float = 0.0
+    settings: BreakerSettings = dataclasses.field(default_factory=lambda: BreakerSettings())
+    window_ticks: int = 0
+    window_failures: int = 0
+    raw: Mapping[str, Any] = _raw()
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedEvent(Payload):
+    """One event of ``GET /events`` (the flight recorder's): ``kind`` breaker,
+    emergency_entered, emergency_left, config_applied, module_registered, module_removed,
+    admin, …; ``data`` the details, whose shape depends on the kind."""
+
+    id: int = 0
+    at: datetime | None = None
+    tick_id: int = 0
+    run_id: str = ""
+    kind: str = ""
+    data: Any = None
+    raw: Mapping[str, Any] = _raw()
+
+
+class TickPage(list[Summary]):
+    """A page of ``GET /ticks``: the summaries (newest first), and ``next_before`` (the
+    ``before`` of the next, older page; 0 when there is none) and ``history_cap``."""
+
+    def __init__(self, ticks: list[Summary], next_before: int = 0, history_cap: int = 0) -> None:
+        super().__init__(ticks)
+        self.next_before = next_before
+        self.history_cap = history_cap
+
+
+# The names these types had before they took the API's names.
+ModuleResult = ModuleLine
+TierResult = TierLine
+EmergencyState = Emergency
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,21 +374,30 @@ class Input:
     age_ms: float = 0.0
     derived_from_stale: bool = False
     raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    seq: int = 0
+    written_at: datetime | None = None
 
     @classmethod
     def from_dict(cls, key: str, d: Mapping[str, Any]) -> "Input":
         """Builds an Input from an entry of a request's ``inputs``."""
+
+        def get(k: str, default: Any) -> Any:
+            v = d.get(k)
+            return default if v is None else v
+
         return cls(
-            key=_get(d, "key", key),
+            key=get("key", key),
             value=d.get("value"),
-            module=_get(d, "module", ""),
-            tick_id=int(_get(d, "tick_id", 0)),
-            source=_get(d, "source", "none"),
+            module=get("module", ""),
+            tick_id=int(get("tick_id", 0)),
+            source=get("source", "none"),
             stale=bool(d.get("stale", False)),
             expired=bool(d.get("expired", False)),
-            age_ms=float(_get(d, "age_ms", 0.0)),
+            age_ms=float(get("age_ms", 0.0)),
             derived_from_stale=bool(d.get("derived_from_stale", False)),
             raw=dict(d),
+            seq=int(get("seq", 0)),
+            written_at=parse_time(d.get("written_at")),
         )
 
     @property
@@ -98,7 +419,8 @@ class Call:
     timeout); ``timeout`` is the time that was left when the request arrived, in seconds,
     and ``remaining()`` the time left now. An ``async`` module function is cancelled at
     the deadline; a plain one should check ``remaining()`` and give up in time (its late
-    answer is discarded by the daemon).
+    answer is discarded by the daemon). ``traceparent`` and ``tracestate`` are the W3C
+    trace context headers of the request ("" without them).
     """
 
     tick_id: int
@@ -113,6 +435,8 @@ class Call:
     epoch: int = 0  # X-Cycled-Epoch: the group's epoch of the daemon asking (0: none)
     raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False)
     _expires: float = dataclasses.field(default=0.0, repr=False)  # time.monotonic() at the deadline
+    traceparent: str = ""
+    tracestate: str = ""
 
     def remaining(self) -> float:
         """Seconds left until the deadline (0 once it has passed)."""
@@ -132,175 +456,13 @@ class Call:
 
 
 @dataclasses.dataclass(frozen=True)
-class Served:
-    """What a module's key served after a tick: the value's provenance."""
-
-    key: str
-    source: str
-    stale: bool
-    expired: bool
-    age_ms: float
-    derived_from_stale: bool = False
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Served":
-        """Builds a Served from a summary line's ``served``."""
-        return cls(
-            key=_get(d, "key", ""),
-            source=_get(d, "source", "none"),
-            stale=bool(d.get("stale", False)),
-            expired=bool(d.get("expired", False)),
-            age_ms=float(_get(d, "age_ms", 0.0)),
-            derived_from_stale=bool(d.get("derived_from_stale", False)),
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class ModuleResult:
-    """One module's line in a tick summary."""
-
-    name: str
-    tier: str
-    status: str
-    attempts: int
-    latency_ms: float
-    fault_kind: str
-    error: str
-    circuit_state: str
-    using_fallback: bool
-    served: Served | None
-    breaker: str = ""
-    raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ModuleResult":
-        """Builds a ModuleResult from a summary's ``modules`` entry."""
-        served = d.get("served")
-        return cls(
-            name=_get(d, "name", ""),
-            tier=_get(d, "tier", ""),
-            status=_get(d, "status", ""),
-            attempts=int(_get(d, "attempts", 0)),
-            latency_ms=float(_get(d, "latency_ms", 0.0)),
-            fault_kind=_get(d, "fault_kind", ""),
-            error=_get(d, "error", ""),
-            circuit_state=_get(d, "circuit_state", ""),
-            using_fallback=bool(d.get("using_fallback", False)),
-            served=Served.from_dict(served) if isinstance(served, Mapping) else None,
-            breaker=_get(d, "breaker", ""),
-            raw=dict(d),
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class TierResult:
-    """One tier's line in a tick summary."""
-
-    index: int
-    name: str
-    budget_ms: float
-    elapsed_ms: float
-    status: str
-    budget_exhausted: bool
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TierResult":
-        """Builds a TierResult from a summary's ``tiers`` entry."""
-        return cls(
-            index=int(_get(d, "index", 0)),
-            name=_get(d, "name", ""),
-            budget_ms=float(_get(d, "budget_ms", 0.0)),
-            elapsed_ms=float(_get(d, "elapsed_ms", 0.0)),
-            status=_get(d, "status", ""),
-            budget_exhausted=bool(d.get("budget_exhausted", False)),
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class EmergencyState:
-    """The emergency state machine as a summary (or GET /emergency) reports it."""
-
-    active: bool
-    since_tick: int
-    reason: str
-    latched: bool
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "EmergencyState":
-        """Builds an EmergencyState from a summary's ``emergency``."""
-        return cls(
-            active=bool(d.get("active", False)),
-            since_tick=int(_get(d, "since_tick", 0)),
-            reason=_get(d, "reason", ""),
-            latched=bool(d.get("latched", False)),
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class Summary:
-    """A CycleFaultSummary (``schema: cycled.fault_summary/v1``): what one tick did."""
-
-    schema: str
-    tick_id: int
-    scheduled_at: datetime | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    start_lag_ms: float
-    wall_ms: float
-    overrun: bool
-    finish: str
-    emergency_mode: bool
-    emergency: EmergencyState
-    overall_severity: str
-    tiers: list[TierResult]
-    modules: list[ModuleResult]
-    retry_counts: dict[str, int]
-    open_circuits: list[str]
-    half_open_circuits: list[str]
-    degraded_keys: list[str]
-    budget_violations: list[str]
-    raw: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
-    epoch: int = 0  # the active/standby group's epoch (0: a daemon running alone)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Summary":
-        """Builds a Summary from its JSON object."""
-        return cls(
-            schema=_get(d, "schema", ""),
-            tick_id=int(_get(d, "tick_id", 0)),
-            scheduled_at=parse_time(d.get("scheduled_at")),
-            started_at=parse_time(d.get("started_at")),
-            finished_at=parse_time(d.get("finished_at")),
-            start_lag_ms=float(_get(d, "start_lag_ms", 0.0)),
-            wall_ms=float(_get(d, "wall_ms", 0.0)),
-            overrun=bool(d.get("overrun", False)),
-            finish=_get(d, "finish", ""),
-            emergency_mode=bool(d.get("emergency_mode", False)),
-            emergency=EmergencyState.from_dict(_get(d, "emergency", {})),
-            overall_severity=_get(d, "overall_severity", ""),
-            tiers=[TierResult.from_dict(t) for t in _get(d, "tiers", [])],
-            modules=[ModuleResult.from_dict(m) for m in _get(d, "modules", [])],
-            retry_counts={k: int(v) for k, v in _get(d, "retry_counts", {}).items()},
-            open_circuits=list(_get(d, "open_circuits", [])),
-            half_open_circuits=list(_get(d, "half_open_circuits", [])),
-            degraded_keys=list(_get(d, "degraded_keys", [])),
-            budget_violations=list(_get(d, "budget_violations", [])),
-            raw=dict(d),
-            epoch=int(d.get("epoch", 0) or 0),
-        )
-
-    def module(self, name: str) -> ModuleResult | None:
-        """The line of the named module, or None when it was not in this tick."""
-        for m in self.modules:
-            if m.name == name:
-                return m
-        return None
-
-
-@dataclasses.dataclass(frozen=True)
 class Event:
-    """One event of ``GET /ticks/stream``: ``type`` is ``tick``, ``breaker`` or
-    ``emergency``; ``data`` the decoded JSON; ``summary`` the Summary of a tick event."""
+    """One event of ``GET /ticks/stream``: ``type`` is ``tick``, ``breaker``,
+    ``emergency`` or ``shed`` as the daemon sends them, or ``restart``, which the client
+    adds when it finds the stream served by another daemon process than before (its
+    ``data``: ``previous_run`` and ``run``, the boot parts of the event ids, and
+    ``last_tick``, the last tick seen from the previous process); ``data`` is the decoded
+    JSON; ``summary`` the Summary of a tick event."""
 
     type: str
     id: str

@@ -18,6 +18,8 @@ import pytest
 
 import cycled
 
+pytest_plugins = ["cycled.pytest_plugin"]  # the serve_module fixture, as an installed package provides it
+
 REPO = Path(__file__).resolve().parents[3]
 
 BASE_CONFIG = """

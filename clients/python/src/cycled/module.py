@@ -4,24 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import json
 import os
 import signal
 import socket
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Awaitable, Callable, Mapping, Union
+from typing import Any, Mapping
 
+from . import _attempt
+from ._attempt import ModuleFunc
+from ._wire import Headers
 from .client import DEFAULT_URL, Client
-from .errors import APIError, ModuleError
-from .types import Call, Input, parse_time
+from .errors import APIError
+from .types import Call
 
 __all__ = ["Module", "ModuleFunc"]
-
-ModuleFunc = Callable[[Call], Union[Any, Awaitable[Any]]]
 
 MAX_REQUEST = 1 << 20  # the largest tick request accepted
 _ANSWERS_KEPT = 256  # answers remembered per (run, idempotency key), for retried requests
@@ -82,7 +81,7 @@ class Module:
         self.register_at_start = register
         self.registration: dict[str, Any] = {}
         self.replaced = False  # whether start() replaced an earlier registration
-        self._is_async = inspect.iscoroutinefunction(func)
+        self._is_async = _attempt.is_async(func)
         self._server: _Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._threads: list[threading.Thread] = []
@@ -222,22 +221,17 @@ class Module:
 
     def handle(self, req: Mapping[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
         """Answers one attempt: ``{"value": …}`` or ``{"error": {"kind", "message"}}``."""
+        if not isinstance(headers, Headers):
+            headers = Headers(headers.items())
         key = (headers.get("X-Cycled-Run", ""), headers.get("Idempotency-Key", ""))
         if key[1]:
             with self._lock:
                 if key in self._answers:
                     return self._answers[key]
-        call = _call(req, headers)
-        try:
-            value = self._invoke(call)
-            answer: dict[str, Any] = {"value": value}
-            json.dumps(answer)  # an unencodable value is the module's bug, reported below
-        except ModuleError as e:
-            return {"error": {"kind": e.kind, "message": str(e) or type(e).__name__}}
-        except (asyncio.TimeoutError, TimeoutError):
-            return {"error": {"kind": "transient", "message": "deadline passed after %.1f ms" % (call.timeout * 1000)}}
-        except Exception as e:  # noqa: BLE001 - anything else is a bug in the module
-            return {"error": {"kind": "internal", "message": "%s: %s" % (type(e).__name__, e)}}
+        call = _attempt.parse_call(req, headers)
+        answer = self._invoke(call)
+        if "error" in answer:
+            return answer  # a failed attempt is run again when the daemon retries it
         if key[1]:
             with self._lock:
                 self._answers[key] = answer
@@ -245,18 +239,13 @@ class Module:
                     self._answers.popitem(last=False)
         return answer
 
-    def _invoke(self, call: Call) -> Any:
+    def _invoke(self, call: Call) -> dict[str, Any]:
         if not self._is_async:
-            return self.func(call)
+            return _attempt.run_sync(self.func, call)
         loop = self._loop
         if loop is None:
             raise RuntimeError("module not started")
-
-        async def bounded() -> Any:
-            return await asyncio.wait_for(self.func(call), timeout=max(call.remaining(), 0.0))
-
-        fut = asyncio.run_coroutine_threadsafe(bounded(), loop)
-        return fut.result()
+        return asyncio.run_coroutine_threadsafe(_attempt.run_async(self.func, call), loop).result()
 
 
 class _Server(ThreadingHTTPServer):
@@ -281,43 +270,6 @@ class _Server(ThreadingHTTPServer):
         if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
             return  # the daemon closed a connection at a deadline or at shutdown
         super().handle_error(request, client_address)
-
-
-def _call(req: Mapping[str, Any], headers: Mapping[str, str]) -> Call:
-    now = time.monotonic()
-    budget_ms: float | None = None
-    try:
-        if headers.get("X-Cycled-Budget-Ms"):
-            budget_ms = float(headers["X-Cycled-Budget-Ms"])
-    except ValueError:
-        budget_ms = None
-    deadline = parse_time(headers.get("X-Cycled-Deadline") or req.get("deadline"))
-    if budget_ms is None:
-        # No budget header: derive it from the deadline and the wall clock.
-        budget_ms = max(0.0, (deadline.timestamp() - time.time()) * 1000) if deadline else 0.0
-    raw_inputs = req.get("inputs") or {}
-    inputs = {k: Input.from_dict(k, v or {}) for k, v in raw_inputs.items()}
-    return Call(
-        tick_id=int(req.get("tick_id", 0)),
-        module=str(req.get("module", "")),
-        tier=int(req.get("tier", 0)),
-        attempt=int(req.get("attempt", 1)),
-        deadline=deadline,
-        timeout=budget_ms / 1000.0,
-        inputs=inputs,
-        idempotency_key=headers.get("Idempotency-Key", ""),
-        run_id=headers.get("X-Cycled-Run", ""),
-        epoch=_int(headers.get("X-Cycled-Epoch")),
-        raw=dict(req),
-        _expires=now + budget_ms / 1000.0,
-    )
-
-
-def _int(v: str | None) -> int:
-    try:
-        return int(v or 0)
-    except ValueError:
-        return 0
 
 
 def _handler(module: Module) -> type[BaseHTTPRequestHandler]:
@@ -354,7 +306,7 @@ def _handler(module: Module) -> type[BaseHTTPRequestHandler]:
             except ValueError as e:
                 self._answer(400, {"message": "bad request: %s" % e})  # downstream for the daemon
                 return
-            headers = dict(self.headers.items())
+            headers = Headers(self.headers.items())  # names are case-insensitive
             refused = module.admit_epoch(headers)
             if refused is not None:
                 self._answer(409, {"message": refused})  # downstream for the deposed daemon

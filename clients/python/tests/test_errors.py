@@ -115,3 +115,20 @@ def test_module_start_raises_the_problems(start_daemon: Callable[..., Daemon]) -
     assert [p.field for p in e.value.problems] == ["max_attempts"] or e.value.field == "max_attempts"
     with pytest.raises(RuntimeError):
         m.url  # not serving: start() closed the server again
+
+
+def test_module_without_a_daemon_is_daemon_unavailable(capsys: pytest.CaptureFixture[str]) -> None:
+    url = closed_port_url()
+    m = cycled.Module(lambda call: 1, name="py-alone", tier="knowledge", daemon=url)
+    with pytest.raises(cycled.DaemonUnavailable):
+        m.start()
+    with pytest.raises(RuntimeError):
+        m.url  # start() closed the server again
+
+
+def test_module_stop_survives_a_daemon_gone(start_daemon: Callable[..., Daemon], capsys: pytest.CaptureFixture[str]) -> None:
+    d = start_daemon()
+    m = cycled.Module(lambda call: 1, name="py-orphan", tier="knowledge", daemon=d.url).start()
+    d.stop()
+    m.stop()  # the deregistration fails; the module still stops
+    assert "deregistration of py-orphan failed" in capsys.readouterr().err

@@ -76,3 +76,20 @@ def test_build_sends_the_filters_as_the_api_wants() -> None:
         w.build("GET", "/ticks", params={"since": datetime(2026, 1, 1)})  # no time zone
     with pytest.raises(ValueError):
         _wire.Wire("127.0.0.1:8080", None)  # no scheme
+
+
+@pytest.mark.parametrize(
+    "status,retry_after,want",
+    [
+        (429, 1.5, 1.5),  # paced: as told
+        (429, None, 0.05),  # paced without a header: the backoff
+        (503, 0.01, 0.05),  # never sooner than the backoff
+        (404, None, None),  # will not pass by waiting
+        (401, 3.0, None),
+    ],
+)
+def test_stream_refusals(status: int, retry_after: float | None, want: float | None) -> None:
+    from cycled import ApiError
+
+    st = _wire.StreamState(None)
+    assert st.refused_delay(ApiError(status, "x", "y", retry_after=retry_after)) == want

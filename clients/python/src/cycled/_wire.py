@@ -373,6 +373,14 @@ class StreamState:
         out.append(ev)
         return out
 
+    def refused_delay(self, err: ApiError) -> float | None:
+        """The delay before trying again after the daemon refused the stream with err
+        (429 paced, 503 not ready: its Retry-After, at least the backoff), or None when
+        the refusal will not pass by waiting."""
+        if err.status != 429 and err.status < 500:
+            return None
+        return max(err.retry_after or 0.0, self.next_delay())
+
     def next_delay(self) -> float:
         """The delay before the next reconnection (doubling, capped)."""
         d = self.backoff

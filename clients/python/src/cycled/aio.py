@@ -124,23 +124,28 @@ class AsyncClient:
         Reconnects as Client.stream does: with ``Last-Event-ID`` (the daemon replays the
         ticks missed, so the iteration has no gap), after ``read_timeout`` seconds
         without a byte (the daemon pings every 2 s), and, while the daemon is down, with
-        a backoff up to 2 s; a ``restart`` event announces a restarted daemon before its
+        a backoff up to 2 s (after a 429 or 5xx refusal, its Retry-After); a ``restart`` event announces a restarted daemon before its
         first tick. With ``reconnect=False`` it ends at the first disconnection
         (DaemonUnavailable when the first connection fails). Leave the ``async for``
         (or ``aclose()`` the iterator) to disconnect."""
         state = _wire.StreamState(last_event_id)
         while True:
+            delay = None
             try:
                 async for ev in self._stream_once(state, read_timeout):
                     yield ev
             except DaemonUnavailable:
                 if not reconnect and state.connects == 0:
                     raise
+            except ApiError as e:
+                delay = state.refused_delay(e) if reconnect else None
+                if delay is None:
+                    raise
             except _TRANSPORT_ERRORS:
                 pass
             if not reconnect:
                 return
-            await asyncio.sleep(state.next_delay())
+            await asyncio.sleep(delay if delay is not None else state.next_delay())
 
     async def _stream_once(self, state: _wire.StreamState, read_timeout: float) -> AsyncIterator[Event]:
         req = state.request(self._wire)

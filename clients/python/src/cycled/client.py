@@ -128,24 +128,30 @@ class Client:
         On a dropped connection (or none within ``read_timeout``: the daemon pings every
         2 s) it reconnects with ``Last-Event-ID``, and the daemon replays the ticks
         missed (up to 256) so that the iteration has no gap; while the daemon is down it
-        keeps trying (backoff up to 2 s). When the daemon on the other end is another
+        keeps trying (backoff up to 2 s), and after a 429 or 5xx refusal it waits as
+        told (Retry-After) and tries again; other refusals raise ApiError. When the daemon on the other end is another
         process (it was restarted), a ``restart`` event comes before its first tick. With
         ``reconnect=False`` it ends instead (DaemonUnavailable when the first connection
         fails). Close the iterator (or break out of the loop) to disconnect.
         """
         state = _wire.StreamState(last_event_id)
         while True:
+            delay = None
             try:
                 for ev in self._stream_once(state, read_timeout):
                     yield ev
             except DaemonUnavailable:
                 if not reconnect and state.connects == 0:
                     raise
+            except ApiError as e:
+                delay = state.refused_delay(e) if reconnect else None
+                if delay is None:
+                    raise
             except (OSError, http.client.HTTPException):
                 pass
             if not reconnect:
                 return
-            time.sleep(state.next_delay())
+            time.sleep(delay if delay is not None else state.next_delay())
 
     def _stream_once(self, state: _wire.StreamState, read_timeout: float) -> Iterator[Event]:
         req = state.request(self._wire)

@@ -39,7 +39,9 @@ class Module:
     value; a ModuleError (TransientError, ValidationError, …) fails the attempt with its
     kind; any other exception is ``internal``. The deadline header becomes
     ``call.remaining()``: an ``async`` function is cancelled when it passes (the attempt
-    is then ``transient``); a plain one runs on its own thread and should check it.
+    is then ``transient``); a plain one runs on its own thread and should check it. The
+    request's W3C trace context (``traceparent``, ``tracestate``) is on the Call, and the
+    function runs in a span continuing that trace when ``opentelemetry`` is importable.
 
     ``spec`` adds registration fields (``ttl``, ``max_attempts``, ``policy``, ``every``,
     ``breaker``, ``idempotent``, …, as in the configuration file); ``timeout`` is the
@@ -210,9 +212,9 @@ class Module:
         """Records the request's epoch; returns why it is refused (an epoch older than
         one seen, with ``fence_epochs``), or None."""
         try:
-            epoch = int(headers.get("X-Cycled-Epoch") or 0)
+            epoch = int(headers.get(_attempt.HEADER_EPOCH) or 0)
         except ValueError:
-            return "bad X-Cycled-Epoch %r" % headers.get("X-Cycled-Epoch")
+            return "bad %s %r" % (_attempt.HEADER_EPOCH, headers.get(_attempt.HEADER_EPOCH))
         with self._lock:
             if self.fence_epochs and epoch < self.epoch:
                 return "epoch %d is older than epoch %d already seen: the daemon asking is no longer the active one" % (epoch, self.epoch)
@@ -223,7 +225,7 @@ class Module:
         """Answers one attempt: ``{"value": …}`` or ``{"error": {"kind", "message"}}``."""
         if not isinstance(headers, Headers):
             headers = Headers(headers.items())
-        key = (headers.get("X-Cycled-Run", ""), headers.get("Idempotency-Key", ""))
+        key = (headers.get(_attempt.HEADER_RUN, ""), headers.get(_attempt.HEADER_IDEMPOTENCY_KEY, ""))
         if key[1]:
             with self._lock:
                 if key in self._answers:

@@ -47,7 +47,8 @@ bench-ha:
 # has it (Debian: apt-get install python3-pytest). Override with PYTHON=...
 PYTHON ?= $(shell for p in python3 /usr/bin/python3; do $$p -m pytest --version >/dev/null 2>&1 && { echo $$p; break; }; done)
 
-## test-python: the Python SDK's tests (clients/python) against the real daemon, built here.
+## test-python: the Python SDK's tests (clients/python) against the real daemon, built here;
+## with mypy in that interpreter (Debian: python3-mypy) they also type-check the SDK.
 test-python:
 	@if [ -z "$(PYTHON)" ]; then echo "test-python: no python3 with pytest (apt-get install python3-pytest, or PYTHON=...)"; exit 1; fi
 	$(GO) build -o clients/python/.cycled-test-bin ./cmd/cycled

@@ -94,16 +94,16 @@ def test_inputs_with_provenance_and_the_protocol_headers() -> None:
 def test_the_deadline_really_runs_out() -> None:
     def careful(call: cycled.Call) -> int:
         loops = 0
-        while call.remaining() > 0.02:  # stops with time to answer
+        while call.remaining() > 0.1:  # stops with time to answer
             loops += 1
             time.sleep(0.005)
         return loops
 
     start = time.monotonic()
-    a = testing.call(careful, timeout=0.1)
-    assert 0.08 <= time.monotonic() - start < 0.1
+    a = testing.call(careful, timeout=0.2)
+    assert time.monotonic() - start >= 0.1  # remaining() counted the time down
     assert a.status == "ok" and a.value > 0 and not a.late
-    time.sleep(0.02)
+    time.sleep(0.1)
     assert a.call.remaining() == 0 and a.call.expired
 
     def ignores(call: cycled.Call) -> str:

@@ -234,14 +234,14 @@ func New(opts Options) http.Handler {
 		r.Get("/modules", s.listModules)
 		r.Get("/modules/{name}", s.getModule)
 		r.Get("/breakers", s.listBreakers)
-		r.Get("/bulkheads", s.listBulkheads) // issue 37
+		r.Get("/bulkheads", s.listBulkheads)
 		r.Get("/blackboard", s.getBlackboard)
 		r.Get("/blackboard/*", s.getBlackboardKey)
 		r.Get("/emergency", s.getEmergency)
 		r.Get("/config", s.getConfig)
 		dashboard := ui.Handler() // the dashboard (package ui): its page and its assets
 		r.Get("/", dashboard.ServeHTTP)
-		r.Mount("/ui", dashboard)
+		r.Get("/ui/*", dashboard.ServeHTTP)
 		r.Get("/openapi.json", s.getOpenAPI)
 		r.Get("/events", s.listEvents)
 		r.Get("/ha", s.getHA)

@@ -81,8 +81,11 @@ func TestOpenAPIConformance(t *testing.T) {
 	if ok, errs := v.ValidateDocument(); !ok {
 		t.Fatalf("the description is not valid OpenAPI 3.1: %v", errs)
 	}
+	desc := loadDescription(t, spec)
 
 	step := startDaemon(t, stepConfig)
+	guards := startDaemon(t, guardsConfig)
+	events := watchStream(t, guards)
 	periodic := startDaemon(t, "cycle: {period: 20ms}\n")
 	bad := func() {
 		if err := os.WriteFile(step.config, []byte("tiers: [{name: safety, budget: -1s}]\nhttp: {addr: \"127.0.0.1:0\"}\n"), 0o600); err != nil {
@@ -141,6 +144,9 @@ func TestOpenAPIConformance(t *testing.T) {
 			{method: "GET", path: "/config", status: 200},
 			{method: "POST", path: "/config/reload", admin: true, status: 200},
 			{method: "POST", path: "/config/reload", admin: true, status: 422, before: bad},
+			{method: "GET", path: "/config", status: 200, contains: `"last_reload"`},
+			{method: "GET", path: "/ha", status: 404},
+			{method: "POST", path: "/ha/step-down", admin: true, status: 404},
 			{method: "GET", path: "/healthz", status: 200},
 			{method: "GET", path: "/metrics", status: 200},
 			{method: "GET", path: "/openapi.json", status: 200},
@@ -151,12 +157,14 @@ func TestOpenAPIConformance(t *testing.T) {
 			{method: "GET", path: "/healthz", status: 200},
 		}},
 		{startDaemon(t, recorderConfig), recorderCalls()},
+		{guards, guardCalls()},
 		{startDaemonHTTP(t, stepConfig, `{addr: "127.0.0.1:0"}`), localCalls()},
 	} {
 		for _, c := range d.calls {
-			check(t, v, d.d, c)
+			check(t, v, desc, d.d, c)
 		}
 	}
+	checkStream(t, desc, doc, events)
 }
 
 // recorderCalls are the calls to a daemon with a flight recorder (recorderConfig): ticks
@@ -212,8 +220,9 @@ func localCalls() []call {
 	}
 }
 
-// check sends one call and validates its answer against the description.
-func check(t *testing.T, v validator.Validator, d *daemon, c call) {
+// check sends one call and validates its answer against the description: by the
+// validator, and by desc for keys that no schema declares.
+func check(t *testing.T, v validator.Validator, desc *description, d *daemon, c call) {
 	t.Helper()
 	if c.before != nil {
 		c.before()
@@ -232,6 +241,21 @@ func check(t *testing.T, v validator.Validator, d *daemon, c call) {
 		for _, e := range errs {
 			t.Errorf("%s %s → %d: %s (%s)%s", c.method, c.path, resp.StatusCode, e.Message, e.Reason, schemaErrors(e))
 		}
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return
+	}
+	schema, err := desc.responseSchema(c.method, c.path, resp.StatusCode)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	keys, err := desc.undeclared(schema, body)
+	if err != nil {
+		t.Errorf("%s %s → %d: %v", c.method, c.path, resp.StatusCode, err)
+	}
+	for _, k := range keys {
+		t.Errorf("%s %s → %d: the answer has %s, which the description does not declare", c.method, c.path, resp.StatusCode, k)
 	}
 }
 

@@ -564,7 +564,7 @@ func TestModulesBreakersBlackboardEmergency(t *testing.T) {
 
 	ok := r.tick()
 	// In the tick that wrote it, the value is live, in the summary and in the module's view
-	// alike (issue 36, item 6: the view said "stale").
+	// alike (the view said "stale").
 	m = decode[moduleView](t, r.expect(http.StatusOK, http.MethodGet, "/modules/flaky", nil))
 	if line, _ := ok.Module("flaky"); line.Served.Source.String() != "live" || m.LastGood.Source != "live" || m.LastGood.Stale {
 		t.Errorf("after a successful tick: summary serves %q, GET /modules/flaky last_good %+v", line.Served.Source, m.LastGood)
@@ -747,7 +747,7 @@ func TestModuleRegistration(t *testing.T) {
 
 // TestReRegistrationResetsItsBreaker: a module registered again under the name of one
 // whose own breaker is open (a remote that restarted) starts with a closed breaker, and
-// the 201 says what was reset (issue 36, item 4).
+// the 201 says what was reset.
 func TestReRegistrationResetsItsBreaker(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	r.expect(http.StatusCreated, http.MethodPost, "/modules", jsonBody(`{"name":"remote","tier":"work","fail":true}`), "Content-Type", ctJSON)
@@ -781,7 +781,7 @@ func TestReRegistrationResetsItsBreaker(t *testing.T) {
 }
 
 // TestRegistrationWarnings: POST /modules warns, as cycled validate does for a file, about
-// a read of a key nobody writes and of one written by a later tier (issue 36, item 3).
+// a read of a key nobody writes and of one written by a later tier.
 func TestRegistrationWarnings(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	type answer struct {

@@ -7,7 +7,7 @@ import (
 	"github.com/cycled/cycled/cycle"
 )
 
-// Issue 37 item 6: with a startup configuration /readyz answers 503 "starting" (step mode
+// With a startup configuration /readyz answers 503 "starting" (step mode
 // too) until every safety module has succeeded once, then 200.
 func TestReadyzWhileStarting(t *testing.T) {
 	cfg := testConfig()

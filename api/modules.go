@@ -101,7 +101,7 @@ type breakerView struct {
 	// CooldownRemainingMs is the time until an open breaker half-opens.
 	CooldownRemainingMs *float64            `json:"cooldown_remaining_ms,omitempty"`
 	Settings            breakerSettingsView `json:"settings"`
-	// WindowTicks and WindowFailures (rate breakers, issue 37) are the counted ticks in
+	// WindowTicks and WindowFailures (rate breakers) are the counted ticks in
 	// the window and the failures among them.
 	WindowTicks    *int `json:"window_ticks,omitempty"`
 	WindowFailures *int `json:"window_failures,omitempty"`
@@ -113,7 +113,7 @@ type breakerSettingsView struct {
 	HalfOpenProbes    int      `json:"half_open_probes"`
 	HalfOpenSuccesses int      `json:"half_open_successes"`
 	TripOn            []string `json:"trip_on"`
-	// Issue 37: the kind (consecutive or rate) and a rate breaker's window.
+	// Kind is consecutive or rate; Window, MinTicks and FailureRate are a rate breaker's.
 	Kind        string  `json:"kind"`
 	Window      int     `json:"window,omitempty"`
 	MinTicks    int     `json:"min_ticks,omitempty"`

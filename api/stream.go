@@ -200,7 +200,7 @@ func (s *server) writeStreamEvent(c *sseConn, ev faultsummary.Event) (wrote, ok 
 		writeEvent(&c.buf, "breaker", ev.Breaker)
 	case faultsummary.EventEmergency:
 		writeEvent(&c.buf, "emergency", ev.Emergency)
-	case faultsummary.EventShed: // issue 37 item 3
+	case faultsummary.EventShed:
 		writeEvent(&c.buf, "shed", ev.Shed)
 	default:
 		return false, true

@@ -126,7 +126,7 @@ func TestDemoShowsEveryLayer(t *testing.T) {
 		}
 		t.Logf("first seen at tick: %v", first)
 		// The demo's comments claim derived_from_stale for the planner only if it happens
-		// (issue 36, item 5: they claimed it, and builtin modules never read their inputs).
+		// (they claimed it, and builtin modules never read their inputs).
 		if claims := strings.Contains(string(config.DemoYAML()), "output is\n# marked derived_from_stale"); claims != plannerDerived {
 			t.Errorf("demo.yaml claims the planner's output derived_from_stale: %v; it was: %v", claims, plannerDerived)
 		}

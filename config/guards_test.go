@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Issue 37 items 3, 6: the shedding and startup sections and priority: critical reach the
+// The shedding and startup sections and priority: critical reach the
 // engine's configuration; absent sections leave both off.
 func TestLoadSheddingAndStartup(t *testing.T) {
 	c := mustLoad(t, `

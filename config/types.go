@@ -48,14 +48,10 @@ type Config struct {
 	// restart.
 	Export ExportConfig `yaml:"export"`
 
-	// Issue 37, resilience additions.
-
 	// Bulkheads are the named bulkheads modules may name (bulkhead: NAME).
 	Bulkheads map[string]BulkheadConfig `yaml:"bulkheads"`
 	// RetryBudget holds the retry-amplification budgets, per tier and per downstream.
 	RetryBudget RetryBudgetConfig `yaml:"retry_budget"`
-
-	// Issue 37 items 3, 6 (guards.go): own lines for merging.
 
 	// Shedding configures load shedding on overrun. Absent: off.
 	Shedding *SheddingConfig `yaml:"shedding"`
@@ -206,7 +202,6 @@ type ModuleConfig struct {
 	// Priority orders modules within a tier (higher first) and decides which are shed
 	// first on overrun (lower first); "critical" is never shed.
 	Priority Priority `yaml:"priority"`
-	// Issue 37 item 4: own lines for merging.
 	// Async runs the module after each tick, outside the tiers (see cycle.AsyncConfig).
 	Async bool `yaml:"async"`
 	// Timeout caps an asynchronous module's run (default 1s).
@@ -215,8 +210,6 @@ type ModuleConfig struct {
 	Builtin *modules.Settings `yaml:"builtin"`
 	// HTTP configures an http module.
 	HTTP *HTTPModuleConfig `yaml:"http"`
-
-	// Issue 37, resilience additions.
 
 	// Bulkhead names a bulkhead (bulkheads.NAME) every run takes a permit of.
 	Bulkhead string `yaml:"bulkhead"`

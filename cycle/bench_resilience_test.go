@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkTickResilience is BenchmarkTick's clean case with a bulkhead and a retry
-// budget on every module (issue 37): one bulkhead per tier, large enough never to refuse,
+// budget on every module: one bulkhead per tier, large enough never to refuse,
 // and a retry budget per tier; the modules succeed, so the budgets count first attempts
 // only. Compare it with BenchmarkTick/N=… (BENCHMARKS.md, "Bulkheads and retry budgets").
 func BenchmarkTickResilience(b *testing.B) {

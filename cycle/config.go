@@ -107,8 +107,6 @@ type Config struct {
 	// {transient, downstream}.
 	Breakers map[string]breaker.Settings
 
-	// Issue 37, resilience additions.
-
 	// Bulkheads are the named bulkheads modules may take permits of (Name is set from
 	// the key).
 	Bulkheads map[string]bulkhead.Settings

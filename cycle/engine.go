@@ -144,7 +144,7 @@ type state struct {
 	// What installing st at a tick boundary still changes in the engine's shared stores, as
 	// prepared off the tick path (Engine.prepare); nil once st is installed.
 	carry *carry
-	resil *resilience // bulkheads and retry budgets (issue 37); nil: none configured
+	resil *resilience // bulkheads and retry budgets; nil: none configured
 
 	// The keys as listed in degraded_keys when nothing (2i) or an expired value (2i+1)
 	// is served for line i, made on first need by whoever settles a tier (one at a time):

@@ -10,21 +10,15 @@ type eventKind uint8
 
 // The events of the engine.
 const (
-	evTick      eventKind = iota + 1 // a published summary (and its module lines)
-	evBreaker                        // a breaker transition
-	evEmergency                      // emergency mode entered or left
-	evAbandon                        // a module abandoned at its tier deadline
-	evApply                          // a configuration applied at a tick boundary
-	// Issue 37 items 3, 4, 6: own lines for merging.
-	evShed    // a step of load shedding
-	evStartup // the end of startup
-	evAsync   // an asynchronous module's run ended in a new state
-)
-
-// The events of the resilience additions (issue 37), in their own block so that other
-// additions to the list above merge cleanly; their values lie apart from it.
-const (
-	evBreakerConfig eventKind = 64 + iota // a named breaker replaced by a reload, or a conflicting registration ignored
+	evTick          eventKind = iota + 1 // a published summary (and its module lines)
+	evBreaker                            // a breaker transition
+	evEmergency                          // emergency mode entered or left
+	evAbandon                            // a module abandoned at its tier deadline
+	evApply                              // a configuration applied at a tick boundary
+	evShed                               // a step of load shedding
+	evStartup                            // the end of startup
+	evAsync                              // an asynchronous module's run ended in a new state
+	evBreakerConfig                      // a named breaker replaced by a reload, or a conflicting registration ignored
 )
 
 // event is one thing the engine tells its observers. The engine publishes each event once

@@ -51,7 +51,7 @@ import (
 // every summary (with -v and -run FuzzEngine/<seed>).
 func FuzzEngine(f *testing.F) {
 	f.Add([]byte{})
-	// Issue 37: load shedding, startup and an asynchronous module, with slow, hanging and
+	// Load shedding, startup and an asynchronous module, with slow, hanging and
 	// failing modules of several priorities.
 	f.Add([]byte{0xE0, 0x1F, 0, 0, 0, 0, 0x10, 0, 0x20, 0, 0x30, 0, 0x40, 0, 0x10, 0, 0x20, 0, 0x50,
 		5, 0, 0x8C, 0xDD, 0xE, 0x1C, 0x8C, 0x8C, 2, 0x8C, 0x5E, 0xD, 0xFC, 0xFC, 0xFC, 3, 0, 0x8C, 0x8C, 0x8C,
@@ -89,10 +89,10 @@ type modPlan struct {
 	onOpen    tiers.OnOpen
 	ttl       lastgood.TTL
 	attempts  int
-	// Issue 37: the bulkhead, its on_reject, and the downstream retry budget.
+	// The bulkhead, its on_reject, and the downstream retry budget.
 	bulkhead, rejectFail, budget bool
-	priority                     int  // issue 37
-	critical                     bool // issue 37
+	priority                     int
+	critical                     bool
 }
 
 type schedule struct {
@@ -100,11 +100,11 @@ type schedule struct {
 	recoverAfter int
 	skipOnlyK    bool
 	jitter       bool
-	resil        bool // a tier retry budget and a bulkhead wait (issue 37)
-	rateBreaker  bool // the shared breaker is a rate breaker (issue 37)
-	shedding     bool // issue 37
-	startup      bool // issue 37
-	async        bool // issue 37
+	resil        bool // a tier retry budget and a bulkhead wait
+	rateBreaker  bool // the shared breaker is a rate breaker
+	shedding     bool
+	startup      bool
+	async        bool
 	emReset      int
 	brReset      int
 	brResetWhich int
@@ -388,7 +388,7 @@ func brief(s *faultsummary.Summary) string {
 
 // fuzzResilience adds the bulkhead "db" (one permit), the downstream retry budget "llm"
 // (a time window), and with the schedule's flags a retry budget on the knowledge tier, a
-// bulkhead wait, and a rate kind for the shared breaker (issue 37).
+// bulkhead wait, and a rate kind for the shared breaker.
 func fuzzResilience(cfg *cycle.Config, sch *schedule) {
 	cfg.Bulkheads = map[string]bulkhead.Settings{"db": {MaxInFlight: 1}}
 	cfg.RetryBudgets.Downstreams = map[string]retrybudget.RatioSettings{
@@ -404,7 +404,7 @@ func fuzzResilience(cfg *cycle.Config, sch *schedule) {
 }
 
 // fuzzRegistrations returns the schedule's modules, and sets the load shedding and
-// startup configuration it asks for (issue 37).
+// startup configuration it asks for.
 func fuzzRegistrations(sch *schedule, cfg *cycle.Config, overlap *atomic.Int32) []cycle.Registration {
 	ts := cfg.Tiers
 	if sch.shedding {
@@ -436,7 +436,7 @@ func fuzzRegistrations(sch *schedule, cfg *cycle.Config, overlap *atomic.Int32) 
 }
 
 // fuzzResilienceSpec names the bulkhead, its on_reject and the downstream retry budget the
-// module plan asks for (issue 37).
+// module plan asks for.
 func fuzzResilienceSpec(spec *tiers.ModuleSpec, mp modPlan) {
 	if mp.bulkhead {
 		spec.Bulkhead = "db"

@@ -12,7 +12,7 @@ import (
 
 // TestTickCPU measures the process CPU time (user+sys) per clean tick at N=$TICKCPU
 // modules over $TICKS ticks: a measure that other processes' load does not inflate as it
-// does wall time (BENCHMARKS.md, "Issue 37"). Skipped unless both are set. Its errors are
+// does wall time (BENCHMARKS.md). Skipped unless both are set. Its errors are
 // ignored on purpose: a tick of trivial modules cannot fail, and a measurement is all it is.
 func TestTickCPU(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("TICKCPU"))

@@ -17,7 +17,7 @@ const (
 	EventBreaker EventType = "breaker"
 	// EventEmergency carries an emergency enter or leave.
 	EventEmergency EventType = "emergency"
-	// EventShed carries a step of load shedding (issue 37 item 3).
+	// EventShed carries a step of load shedding.
 	EventShed EventType = "shed"
 )
 
@@ -56,7 +56,7 @@ type Event struct {
 	Summary   *Summary        `json:"summary,omitempty"`
 	Breaker   *BreakerEvent   `json:"breaker,omitempty"`
 	Emergency *EmergencyEvent `json:"emergency,omitempty"`
-	Shed      *ShedEvent      `json:"shed,omitempty"` // issue 37 item 3
+	Shed      *ShedEvent      `json:"shed,omitempty"`
 }
 
 // Hub fans events out to subscribers without ever blocking the publisher.

@@ -81,7 +81,7 @@ const (
 	StatusNotDue      Status = "not_due"      // multi-rate module not due this tick
 )
 
-// The statuses of the resilience additions (issue 37).
+// The statuses of modules refused before they ran, by their bulkhead or by load shedding.
 const (
 	StatusRejected Status = "rejected" // refused by its bulkhead: not run
 	StatusShed     Status = "shed"     // shed on overrun: not run, its last-known-good value served
@@ -106,10 +106,7 @@ func (s Status) Nominal() bool {
 func (s Status) Valid() bool {
 	switch s {
 	case StatusOK, StatusRetried, StatusFailed, StatusTimedOut, StatusBusy, StatusOpen, StatusProbeOK,
-		StatusProbeFailed, StatusSkipped, StatusNotDue,
-		StatusShed: // issue 37 item 3
-		return true
-	case StatusRejected: // issue 37, resilience additions
+		StatusProbeFailed, StatusSkipped, StatusNotDue, StatusRejected, StatusShed:
 		return true
 	}
 	return false
@@ -276,14 +273,9 @@ type Summary struct {
 	// Recorder is the flight recorder's report, when one records the ticks.
 	Recorder *RecorderStatus `json:"recorder,omitempty"`
 
-	// Issue 37, resilience additions.
-
 	// RetryBudgetExhausted names the retry-amplification budgets (a tier's, by the tier's
 	// name, or a named downstream's) that refused a retry in this tick.
 	RetryBudgetExhausted []string `json:"retry_budget_exhausted,omitempty"`
-
-	// Issue 37 items 3, 4, 6 (load shedding, async modules, startup): fields kept apart
-	// for merging.
 
 	// CycleState is "starting" while the cycle waits for every safety module to succeed
 	// once (see Startup); empty otherwise (the cycle runs, or emergency_mode says why not).

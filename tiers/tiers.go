@@ -187,8 +187,6 @@ type ModuleSpec struct {
 	// Priority orders modules within a tier in the summary and at dispatch (higher first).
 	Priority int `json:"priority,omitempty"`
 
-	// Issue 37, resilience additions.
-
 	// Bulkhead names a bulkhead (a named downstream's cap on calls in flight) every run of
 	// the module takes a permit of, from admission until it returns.
 	Bulkhead string `json:"bulkhead,omitempty"`
@@ -202,7 +200,7 @@ type ModuleSpec struct {
 	// Critical: the module is never shed on overrun (priority: critical in the configuration).
 	Critical bool `json:"critical,omitempty"`
 	// Async: the module runs after each tick, outside the tiers, under Timeout; its value
-	// is written at the next tick boundary (issue 37 item 4).
+	// is written at the next tick boundary.
 	Async bool `json:"async,omitempty"`
 	// Timeout caps an asynchronous module's run. Zero means 1s.
 	Timeout time.Duration `json:"timeout,omitempty"`

@@ -125,7 +125,7 @@ func badInputTable() []badInput {
 		{name: "two wrong types", method: "POST", path: "/modules", body: `{"name": 123, "tier": "planning", "every": "3"}`, ctype: "application/json", auth: "token", status: 400, field: "name", fields: []string{"name", "every"}},
 		{name: "string for a fail rate", method: "POST", path: "/modules", body: `{"name": "x", "tier": "planning", "builtin": {"fail_rate": "0.5"}}`, ctype: "application/json", auth: "token", status: 400, field: "builtin.fail_rate"},
 		{name: "boolean for a priority", method: "POST", path: "/modules", body: `{"name": "x", "tier": "planning", "priority": true}`, ctype: "application/json", auth: "token", status: 400, field: "priority"},
-		// A priority is an integer or "critical" (issue 37): another string has the right type and a wrong value.
+		// A priority is an integer or "critical": another string has the right type and a wrong value.
 		{name: "hex string for a priority", method: "POST", path: "/modules", body: `{"name": "x", "tier": "planning", "priority": "0x10"}`, ctype: "application/json", auth: "token", status: 422, field: "priority"},
 		{name: "object for a name", method: "POST", path: "/modules", body: `{"name": {"a": 1}, "tier": "planning"}`, ctype: "application/json", auth: "token", status: 400, field: "name"},
 		{name: "wrong fault type", method: "POST", path: "/modules/recall/faults", body: `{"panic": "yes"}`, ctype: "application/json", auth: "token", status: 400, field: "panic"},

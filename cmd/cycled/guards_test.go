@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// Issue 37 items 3, 4, 6 against the real binary in step mode: startup holds the later
-// tiers back and /readyz not ready until the safety module has succeeded once; ticks
+// Load shedding, startup and asynchronous modules against the real binary in step mode:
+// startup holds the later tiers back and /readyz not ready until the safety module has
+// succeeded once; ticks
 // longer than shedding.target shed the lowest priority class (a critical module never),
 // restored after restore_after ticks that fit; an asynchronous module's value reaches the
 // blackboard at a tick boundary, tagged with its origin tick.

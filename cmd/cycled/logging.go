@@ -149,9 +149,9 @@ func (l *eventLog) Hooks() cycle.Hooks {
 					zap.String("kind", ev.Kind.String()), zap.Error(ev.Err))
 			})
 		},
-		OnShed:    l.logShed,    // issue 37
-		OnStartup: l.logStartup, // issue 37
-		OnAsync:   l.logAsync,   // issue 37
+		OnShed:    l.logShed,
+		OnStartup: l.logStartup,
+		OnAsync:   l.logAsync,
 	}
 }
 

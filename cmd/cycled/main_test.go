@@ -67,7 +67,7 @@ func TestUsage(t *testing.T) {
 
 // TestFlagErrorsAndHelp: a bad flag prints the error and the command's usage on stderr
 // and exits 2; --help prints the usage on stdout and exits 0; validate lists only the
-// flag it uses (issue 36, items 2 and 8).
+// flag it uses.
 func TestFlagErrorsAndHelp(t *testing.T) {
 	clearEnv(t)
 	for _, tc := range []struct {
@@ -352,7 +352,7 @@ func TestRuntimeStoreUnreadableFileNotOverwritten(t *testing.T) {
 }
 
 // TestBuildInfo: the ldflags version and commit reach both `cycled version` and the
-// cycled_build_info metric (issue 36, item 8).
+// cycled_build_info metric.
 func TestBuildInfo(t *testing.T) {
 	oldV, oldC := version, commit
 	t.Cleanup(func() { version, commit = oldV, oldC })

@@ -26,22 +26,15 @@ const (
 	ProbeFailed
 	Skipped
 	NotDue
-	// Issue 37, resilience additions (bulkheads):
-	Rejected
-
-	// Issue 37 items 3, 4, 6 (load shedding, async modules, startup): own lines for merging.
-	Shed // shed on overrun (see Shedding)
+	Rejected // refused by its bulkhead
+	Shed     // shed on overrun (see Shedding)
 	numStatuses
 )
 
 var statusNames = [numStatuses]faultsummary.Status{"", faultsummary.StatusOK, faultsummary.StatusRetried,
 	faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy, faultsummary.StatusOpen,
 	faultsummary.StatusProbeOK, faultsummary.StatusProbeFailed, faultsummary.StatusSkipped,
-	faultsummary.StatusNotDue,
-	// Issue 37, resilience additions:
-	faultsummary.StatusRejected,
-
-	faultsummary.StatusShed, // issue 37 item 3
+	faultsummary.StatusNotDue, faultsummary.StatusRejected, faultsummary.StatusShed,
 }
 
 // Public returns the status as the summary names it ("" for None).
@@ -63,14 +56,8 @@ const (
 	BreakerOpen           // its breaker refused it
 	TierSkipped           // its tier is skipped (emergency mode, or the tick stopped)
 	Stopped               // the engine is closing: its worker no longer takes runs
-	// Issue 37 item 3 (load shedding): own line for merging.
-	ShedLoad // shed on overrun: a step of load shedding names it (see Shedding)
-)
-
-// The refusals of the resilience additions (issue 37), apart from the list above so
-// that other additions merge cleanly.
-const (
-	BulkheadFull Refusal = 32 + iota // its bulkhead had no permit free (after its wait, if any)
+	ShedLoad              // shed on overrun: a step of load shedding names it (see Shedding)
+	BulkheadFull          // its bulkhead had no permit free (after its wait, if any)
 )
 
 // Late says how the tier's deadline caught a module that was admitted.
@@ -155,7 +142,6 @@ const (
 	CauseOpenFail
 	CauseUnstarted
 	CauseTickCanceled
-	// Issue 37, resilience additions:
 	CauseRejectFail
 )
 
@@ -171,8 +157,7 @@ var causeErrors = [...]error{CauseNone: nil, CauseRun: nil,
 	CauseOpenFail:     causeError("circuit breaker is open (on_open: fail)"),
 	CauseUnstarted:    causeError("not started before the tier deadline"),
 	CauseTickCanceled: causeError("not started: the tick was cancelled"),
-	// Issue 37, resilience additions:
-	CauseRejectFail: causeError("bulkhead is full (on_reject: fail)"),
+	CauseRejectFail:   causeError("bulkhead is full (on_reject: fail)"),
 }
 
 // Err returns the error of a cause other than CauseRun (nil for CauseNone and CauseRun).

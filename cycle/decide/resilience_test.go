@@ -9,7 +9,7 @@ import (
 	"github.com/cycled/cycled/tiers"
 )
 
-// The bulkhead's rules (issue 37): admission after the breaker, the wait within the
+// The bulkhead's rules: admission after the breaker, the wait within the
 // tier's budget, and the verdict on a rejected module for every on_reject and policy.
 func TestBulkheadRules(t *testing.T) {
 	if AdmitBulkhead(true) != NotRefused || AdmitBulkhead(false) != BulkheadFull {

@@ -8,7 +8,7 @@ import (
 	"github.com/cycled/cycled/tiers"
 )
 
-// Issue 37 item 3: the shed refusal's place among the others and its verdict.
+// The shed refusal's place among the others and its verdict.
 func TestAdmitShed(t *testing.T) {
 	for _, c := range []struct {
 		name string

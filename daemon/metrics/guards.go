@@ -7,8 +7,7 @@ import (
 	"github.com/cycled/cycled/faultsummary"
 )
 
-// guardMetrics are the families of load shedding, startup and asynchronous modules
-// (issue 37):
+// guardMetrics are the families of load shedding, startup and asynchronous modules:
 //
 //	shed_steps_total{direction}                  counter (shed, restore)
 //	shed_level                                   gauge (steps shed now)

@@ -28,7 +28,7 @@
 //	last_good_served_total{key}                  counter (ticks a key was served stale)
 //	last_good_expired_total{key}                 counter (ticks a key had outlived its TTL)
 //	stream_subscribers                           gauge (scrape time)
-//	bulkhead_in_flight{bulkhead}                 gauge (scrape time; issue 37)
+//	bulkhead_in_flight{bulkhead}                 gauge (scrape time)
 //	bulkhead_waiting{bulkhead}                   gauge (scrape time)
 //	bulkhead_admitted_total{bulkhead}            counter (scrape time)
 //	bulkhead_rejections_total{bulkhead}          counter (scrape time)
@@ -95,7 +95,7 @@ type Collectors struct {
 
 	lastGoodServed  *prometheus.CounterVec
 	lastGoodExpired *prometheus.CounterVec
-	retryExhausted  *prometheus.CounterVec // issue 37
+	retryExhausted  *prometheus.CounterVec
 
 	linesMu sync.Mutex
 	lines   []lineCounters      // guarded by linesMu; by position in the summaries' lines
@@ -104,7 +104,7 @@ type Collectors struct {
 
 	engine atomic.Pointer[cycle.Engine]
 
-	guard *guardMetrics // issue 37: shedding, startup, async modules (guards.go)
+	guard *guardMetrics // shedding, startup, async modules (guards.go)
 }
 
 // New creates the cycled families and registers them on reg, together with the Go runtime

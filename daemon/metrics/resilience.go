@@ -2,7 +2,7 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// The scrape-time families of bulkheads and retry budgets (issue 37).
+// The scrape-time families of bulkheads and retry budgets.
 var (
 	bulkheadInFlightDesc = prometheus.NewDesc(namespace+"_bulkhead_in_flight",
 		"Runs holding a bulkhead permit, runs outstanding from earlier ticks included.", []string{"bulkhead"}, nil)

@@ -44,7 +44,7 @@ func (f Filter) Validate() (field string, err error) {
 	switch f.Status {
 	case "", faultsummary.StatusRetried, faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy,
 		faultsummary.StatusOpen, faultsummary.StatusProbeOK, faultsummary.StatusProbeFailed, faultsummary.StatusSkipped:
-	case faultsummary.StatusRejected: // issue 37, resilience additions
+	case faultsummary.StatusRejected:
 	case faultsummary.StatusOK, faultsummary.StatusNotDue:
 		return "status", fmt.Errorf("status %q is nominal: only lines that are not nominal can be searched", f.Status)
 	default:

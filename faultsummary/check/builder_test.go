@@ -77,7 +77,7 @@ func failing(st faultsummary.Status) bool {
 	switch st {
 	case faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy, faultsummary.StatusOpen, faultsummary.StatusProbeFailed:
 		return true
-	case faultsummary.StatusRejected: // issue 37
+	case faultsummary.StatusRejected:
 		return true
 	}
 	return false
@@ -92,7 +92,7 @@ func failedNow(st faultsummary.Status, kind string, m check.Module) bool {
 		return true
 	case faultsummary.StatusOpen:
 		return m.OnOpen == tiers.Fail || m.Tier == 0
-	case faultsummary.StatusRejected: // issue 37
+	case faultsummary.StatusRejected:
 		return m.OnReject == tiers.Fail || m.Tier == 0
 	case faultsummary.StatusTimedOut:
 		return m.Policy != tiers.Abort

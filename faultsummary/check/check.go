@@ -53,7 +53,7 @@ const (
 	RuleBreakerReopen   = "breaker_reopen"
 	RuleBreakerProbes   = "breaker_probes"
 	RuleBusy            = "busy_outstanding"
-	// Issue 37 items 3, 4, 6: own lines for merging (see guards.go).
+	// The rules of guards.go.
 	RuleShed     = "shed"
 	RuleStarting = "starting"
 	RuleAsync    = "async"
@@ -66,10 +66,7 @@ func Rules() []string {
 		RuleFaultKind, RuleServedLive, RuleStale, RuleExpired, RuleSafetyClosed, RuleLastGoodTTL, RuleLastGoodAge,
 		RuleDegradedKeys, RuleEmergencyEnter, RuleEmergencyLeave, RuleEmergencySkip, RuleSeverity, RuleCircuitLists,
 		RuleBreakerAdmit, RuleBreakerOpen, RuleBreakerCooldown, RuleBreakerClose, RuleBreakerReopen, RuleBreakerProbes,
-		RuleBusy,
-		// Issue 37, resilience additions:
-		RuleBulkhead, RuleRetryBudget,
-		RuleShed, RuleStarting, RuleAsync, // issue 37
+		RuleBusy, RuleBulkhead, RuleRetryBudget, RuleShed, RuleStarting, RuleAsync,
 	}
 }
 
@@ -113,12 +110,12 @@ type Checker struct {
 	ms      map[string]*modState
 	brs     map[string]*brState // own breakers, by breaker (= module) name
 
-	guard guardPrev // issue 37: what the previous summary said of startup (guards.go)
+	guard guardPrev // what the previous summary said of startup (guards.go)
 
 	emResets []uint64            // operator emergency resets, by the tick after which they were made
 	brResets map[string][]uint64 // operator breaker resets, likewise
 
-	rbWin map[string]*rbWindow // per retry budget, its window (issue 37)
+	rbWin map[string]*rbWindow // per retry budget, its window
 
 	checked    int
 	violations []Violation
@@ -421,8 +418,8 @@ func (r *run) stateless() {
 	r.severity()
 	r.circuits()
 	r.probes()
-	r.resilience() // issue 37
-	r.guards()     // issue 37 (guards.go)
+	r.resilience()
+	r.guards() // guards.go
 }
 
 func (r *run) schema() {
@@ -633,7 +630,7 @@ func (r *run) tierRan(ti int, t *faultsummary.Tier, stopBy string) bool {
 		if t.Status != faultsummary.TierSkipped {
 			r.add(RuleEmergencySkip, "tier %q has status %s in emergency mode; it is in emergency.skip_tiers", t.Name, t.Status)
 		}
-	case ti > 0 && r.s.CycleState == faultsummary.CycleStarting: // issue 37 item 6
+	case ti > 0 && r.s.CycleState == faultsummary.CycleStarting:
 		if t.Status != faultsummary.TierSkipped {
 			r.add(RuleStarting, "tier %q has status %s while the cycle is starting", t.Name, t.Status)
 		}
@@ -1093,7 +1090,7 @@ func (r *run) emergency() {
 		r.add(RuleEmergencyLeave, "emergency latched while active %v and latch %v", em.Active, c.cfg.Emergency.Latch)
 	}
 	if s.CycleState == faultsummary.CycleStarting {
-		r.startingEmergency() // issue 37 item 6: no emergency while starting
+		r.startingEmergency() // no emergency while starting
 		return
 	}
 	if safetyFailed && (!s.EmergencyMode || em.HealthyTicks != 0) {
@@ -1260,7 +1257,7 @@ func (r *run) ownBreaker(m *faultsummary.Module, mc *Module) {
 	x.failSure, x.failMaybe = countedFailure(m, mc, x.set)
 	notRun := x.st == faultsummary.StatusNotDue || x.st == faultsummary.StatusSkipped || x.st == faultsummary.StatusOpen ||
 		x.st == faultsummary.StatusRejected || // a rejected module ran no attempt: no breaker event
-		x.st == faultsummary.StatusShed // issue 37: shed at admission
+		x.st == faultsummary.StatusShed // shed at admission
 	// Only the lazy open → half_open (any reader of the breaker's state half-opens it once
 	// the cooldown has passed) may happen on a tick the module did not run.
 	if notRun && x.C != x.P && !(x.P == brOpen && x.C == brHalf) {

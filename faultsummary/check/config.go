@@ -21,11 +21,9 @@ type Config struct {
 	Breakers map[string]breaker.Settings
 	// Emergency is the emergency-mode configuration.
 	Emergency Emergency
-	// RetryBudgets are the retry-amplification budgets (issue 37): the tiers' by tier
+	// RetryBudgets are the retry-amplification budgets: the tiers' by tier
 	// name, the named downstreams' by theirs.
 	RetryBudgets []RetryBudget
-
-	// Issue 37 items 3, 4, 6: own lines for merging.
 
 	// Shedding reports that load shedding is configured; ShedFloor is its floor, if any.
 	Shedding  bool
@@ -79,15 +77,13 @@ type Module struct {
 	// (adaptive TTLs are not checked).
 	TTL time.Duration
 
-	// Issue 37, resilience additions.
-
 	// Bulkhead names the module's bulkhead ("" if none); OnReject says what its refusal
 	// means for the error policy.
 	Bulkhead string
 	OnReject tiers.OnOpen
 	// RetryBudget names the retry budget the module's retries count against ("" if none).
 	RetryBudget string
-	// Priority and Critical decide whether load shedding may shed the module (issue 37).
+	// Priority and Critical decide whether load shedding may shed the module.
 	Priority int
 	Critical bool
 }

@@ -130,17 +130,17 @@
 //	busy_outstanding        a module is busy only while a run abandoned at a deadline
 //	                        (timed_out) may still be outstanding: after a run that returned
 //	                        in time, the next admission cannot be busy
-//	shed                    (issue 37) a line is shed only with shedding configured, is
+//	shed                    a line is shed only with shedding configured, is
 //	                        listed in the summary's shed (and every listed line is shed,
 //	                        not due or skipped), did not run, and is never a safety,
 //	                        critical, emergency-only or at-or-above-the-floor module
-//	starting                (issue 37) cycle_state starting only with a startup
+//	starting                cycle_state starting only with a startup
 //	                        configuration, never again once startup ended, with the
 //	                        safety modules it waits for; no tier after the safety tier
 //	                        runs and no emergency is raised or latched while starting;
 //	                        emergency mode entered without a safety failure only with
 //	                        the reason startup_timeout in the tick startup ended
-//	async                   (issue 37) an asynchronous run is reported for an
+//	async                   an asynchronous run is reported for an
 //	                        asynchronous module only, in a tick after the one it started
 //	                        after, ok or failed/timed_out with its error and failure count
 //

@@ -8,7 +8,7 @@ import (
 )
 
 // This file holds the rules of load shedding (RuleShed), the startup state (RuleStarting)
-// and asynchronous modules (RuleAsync), issue 37 items 3, 6 and 4.
+// and asynchronous modules (RuleAsync).
 
 // guardPrev is what the checker keeps of the previous summary for these rules.
 type guardPrev struct {

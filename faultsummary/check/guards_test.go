@@ -5,7 +5,7 @@ import (
 	"github.com/cycled/cycled/faultsummary/check"
 )
 
-// Issue 37: cases of the rules of load shedding, startup and asynchronous modules.
+// Cases of the rules of load shedding, startup and asynchronous modules.
 func init() {
 	shedding := func(c *check.Config) { c.Shedding = true }
 	startup := func(c *check.Config) { c.Startup = true }

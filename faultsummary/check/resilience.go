@@ -7,7 +7,7 @@ import (
 	"github.com/cycled/cycled/faultsummary"
 )
 
-// The rules of the resilience additions (issue 37).
+// The rules of bulkheads and retry budgets.
 const (
 	// RuleBulkhead: a rejected module names a bulkhead (and, like every module not run,
 	// made no attempt and moved no breaker: status_attempts, breaker rules).

@@ -36,7 +36,7 @@ func TestOutcomeOfRoundTrip(t *testing.T) {
 		{"not due", decide.Outcome{Refusal: decide.NotDueTick}, decide.Policy{Policy: tiers.Degrade}, false},
 		{"emergency-only", decide.Outcome{Refusal: decide.EmergencyOnly}, decide.Policy{Policy: tiers.Degrade}, false},
 		{"tier skipped", decide.Outcome{Refusal: decide.TierSkipped}, decide.Policy{Policy: tiers.Degrade}, true},
-		// Issue 37: a bulkhead's rejection, bypassed or failing.
+		// A bulkhead's rejection, bypassed or failing.
 		{"rejected", decide.Outcome{Refusal: decide.BulkheadFull}, decide.Policy{Policy: tiers.Degrade}, false},
 		{"rejected, on_reject fail", decide.Outcome{Refusal: decide.BulkheadFull}, decide.Policy{Policy: tiers.FailFast, OnReject: tiers.Fail}, false},
 	} {

@@ -382,7 +382,7 @@ func (s *soak) remoteBody(name, tier string, httpKind bool, r *rand.Rand) []byte
 			"builtin": map[string]any{"value": map[string]any{"remote": name}, "latency": "20us-300us",
 				"fail_rate": float64(r.IntN(4)) / 10}}
 	}
-	// Issue 37: a third of the remote modules share the remote bulkhead (some failing on a
+	// A third of the remote modules share the remote bulkhead (some failing on a
 	// rejection), a third count their retries against the gpu budget.
 	switch r.IntN(3) {
 	case 0:
@@ -400,8 +400,8 @@ func (s *soak) remoteBody(name, tier string, httpKind bool, r *rand.Rand) []byte
 }
 
 // soakGuards gives a runtime module a random priority (sometimes critical), and makes
-// one in five asynchronous with a short timeout (issue 37: load shedding and asynchronous
-// modules under random faults).
+// one in five asynchronous with a short timeout, so that load shedding and
+// asynchronous modules run under random faults.
 func soakGuards(m map[string]any, r *rand.Rand) {
 	switch k := r.IntN(10); {
 	case k == 0:

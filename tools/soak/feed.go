@@ -102,7 +102,7 @@ func (b *book) configFor(s *faultsummary.Summary) (check.Config, string, error) 
 	for _, m := range s.Modules() {
 		names = append(names, m.Name)
 	}
-	for _, a := range s.Async { // asynchronous modules have no line (issue 37)
+	for _, a := range s.Async { // asynchronous modules have no line
 		names = append(names, a.Name)
 	}
 	for _, name := range names {
@@ -223,7 +223,7 @@ type feed struct {
 	ch    chan *faultsummary.Summary
 	next  uint64   // the next tick id to check
 	fp    string   // the module names of the configuration in force
-	async []string // the asynchronous modules of the configuration in force (issue 37)
+	async []string // the asynchronous modules of the configuration in force
 	mu    sync.Mutex
 	last  uint64 // the last tick id checked (read by others)
 	viols []violation
@@ -549,7 +549,7 @@ func (t *tickStats) percentile(p float64) float64 {
 
 // newAsync reports whether s reports a run of an asynchronous module the checker's
 // configuration does not have: asynchronous modules have no line, so the lines'
-// fingerprint does not see a registration of one (issue 37).
+// fingerprint does not see a registration of one.
 func (f *feed) newAsync(s *faultsummary.Summary) bool {
 	for _, a := range s.Async {
 		if !slices.Contains(f.async, a.Name) {

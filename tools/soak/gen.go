@@ -62,7 +62,7 @@ func genModules() []module {
 	}, map[int]string{7: "fail_attempts: 1"})...) // k_07 is always retried once
 	gp := "breaker: gpu-pool"
 	// p_00 to p_02 share the gpu bulkhead (two permits) and the gpu retry budget; p_02
-	// fails when the bulkhead refuses it (issue 37).
+	// fails when the bulkhead refuses it.
 	gb := "bulkhead: gpu, retry_budget: gpu"
 	out = append(out, tierModules(2, "p", 1, map[int][]string{
 		0: {gp, gb}, 1: {gp, gb}, 2: {gp, gb, "on_reject: fail"}, 3: {"reads: [k_00.result, k_01.result]"},
@@ -128,7 +128,7 @@ func render(v variant, mods []module, s settings) string {
 	b.WriteString("backoff: {base: 200us, factor: 2, max: 1ms, jitter: 0.2}\n")
 	b.WriteString("emergency: {latch: false, recover_after: 3}\n")
 	b.WriteString("lastgood: {default_ttl: 1s}\n")
-	// Issue 37: overruns (injected spikes and hangs) shed the lowest priority classes;
+	// Overruns (injected spikes and hangs) shed the lowest priority classes;
 	// startup holds the tiers back until every safety module has succeeded once.
 	b.WriteString("shedding: {after_overruns: 3, restore_after: 10, floor: 5}\n")
 	b.WriteString("startup: {timeout: 5s}\n")
@@ -146,7 +146,7 @@ func render(v variant, mods []module, s settings) string {
 	b.WriteString("breakers:\n")
 	b.WriteString("  vector-store: {failure_threshold: 3, cooldown: 700ms, half_open_probes: 2, half_open_successes: 2}\n")
 	b.WriteString("  gpu-pool: {failure_threshold: 4, cooldown: 500ms, trip_on: [transient, downstream, internal]}\n")
-	// Issue 37: a rate breaker, a bulkhead and retry-amplification budgets.
+	// A rate breaker, a bulkhead and retry-amplification budgets.
 	b.WriteString("  rate-api: {kind: rate, window: 10, min_ticks: 5, failure_rate: 0.5, cooldown: 300ms}\n")
 	b.WriteString("bulkheads:\n  gpu: {max_in_flight: 2}\n  remote: {max_in_flight: 2, wait: 500us}\n")
 	b.WriteString("retry_budget:\n  tiers:\n    knowledge: {ratio: 0.2, window: 50, min_per_tick: 1}\n")

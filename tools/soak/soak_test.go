@@ -41,7 +41,7 @@ func TestGeneratedConfigurations(t *testing.T) {
 		if sum > 9*time.Millisecond {
 			t.Fatalf("variant %s: budgets add up to %s, more than the 10ms period allows", v.name, sum)
 		}
-		// Issue 37: the random actors run against bulkheads and retry budgets.
+		// The random actors run against bulkheads and retry budgets.
 		bulkheads := 0
 		for _, m := range c.Modules {
 			if m.Bulkhead != "" {

@@ -23,7 +23,7 @@ import (
 // It reports the process's CPU time per tick (cpu-us/tick: the engine, the server and the
 // clients, whose reading is the same before and after a change of the server); the
 // server's cost per subscriber is the difference from subs=0, divided by the subscribers.
-// Results: BENCHMARKS.md, "SSE fan-out".
+// Results: BENCHMARKS.md, "Micro-benchmarks named in the code".
 //
 //	go test -run '^$' -bench StreamFanout -benchtime 2000x -count 5 ./api/
 func BenchmarkStreamFanout(b *testing.B) {

@@ -11,7 +11,7 @@ import (
 // BenchmarkTickClean is BenchmarkTick's clean case alone (N = 500 and 5000), selectable
 // without the failing cases, whose names nest under it: the baseline of
 // BenchmarkTickResilience, and the file to copy onto an older commit to compare it
-// (BENCHMARKS.md, "Bulkheads and retry budgets").
+// (BENCHMARKS.md, "Micro-benchmarks named in the code").
 func BenchmarkTickClean(b *testing.B) {
 	for _, n := range []int{500, 5000} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {

@@ -11,7 +11,7 @@ import (
 // BenchmarkTickResilience is BenchmarkTick's clean case with a bulkhead and a retry
 // budget on every module: one bulkhead per tier, large enough never to refuse,
 // and a retry budget per tier; the modules succeed, so the budgets count first attempts
-// only. Compare it with BenchmarkTick/N=… (BENCHMARKS.md, "Bulkheads and retry budgets").
+// only. Compare it with BenchmarkTick/N=… (BENCHMARKS.md, "Micro-benchmarks named in the code").
 func BenchmarkTickResilience(b *testing.B) {
 	for _, n := range []int{500, 5000} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {

@@ -383,8 +383,8 @@ type breakerResetView struct {
 // resetOwnBreaker closes the breaker that carries a new registration's name, if one is
 // left open or half-open by an earlier registration of that name: the module registered
 // now (typically a remote process that restarted) is not the one that failed, and must not
-// wait out the old cooldown (docs/decisions.md, "Re-registration starts a closed
-// breaker"). A named breaker shared with other modules guards a downstream, not this
+// wait out the old cooldown (docs/decisions.md, "Reloads and runtime
+// registrations"). A named breaker shared with other modules guards a downstream, not this
 // module, and keeps its state. Called with regMu held.
 func (s *server) resetOwnBreaker(reg cycle.Registration) *breakerResetView {
 	if reg.Spec.Breaker != "" {

@@ -100,7 +100,7 @@ func (s *server) writeSummary(w http.ResponseWriter, r *http.Request, status int
 // necessarily tick after+1. Without after, the tick named by a matching If-None-Match, or
 // else the latest at the time of the request, is the one to beat. An after above the
 // latest tick id waits like any other: it names a tick still to come (docs/decisions.md,
-// "Long-poll after a tick still to come", covers a client that saw an earlier process).
+// "Long-polls", covers a client that saw an earlier process).
 // When the wait ends
 // without a newer tick the answer is the latest summary (304 if If-None-Match matches it),
 // or 503 if there is still none.

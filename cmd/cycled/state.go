@@ -49,7 +49,7 @@ type runtimeStore struct {
 // removeStaleTemps removes the temporary files (modules.json.*.tmp) that a save
 // interrupted by a crash or kill -9 left in dir, and returns their names. Every one found
 // at start is stale: a state_dir belongs to one daemon, and this daemon has not saved
-// anything yet (see docs/decisions.md, "Hardening").
+// anything yet (see docs/decisions.md, "state_dir").
 func removeStaleTemps(dir string) []string {
 	found, _ := filepath.Glob(filepath.Join(dir, stateFile+".*.tmp")) // the pattern is valid
 	var removed []string

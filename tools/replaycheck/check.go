@@ -3,7 +3,7 @@
 // recorded field the rules would now decide differently: a module's status and the source
 // served for its key, each tier's status, the tick's finish and overall severity, and the
 // emergency state. It is what "cycled replay --check" prints; see docs/decisions.md,
-// "Flight recorder".
+// "Replay check".
 //
 // It reads recorded summaries only: no engine, no goroutine, no clock. What the recorder
 // does not keep (the error policy of a module, the emergency configuration) is inferred

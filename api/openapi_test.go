@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"maps"
 	"net/http"
 	"reflect"
@@ -41,10 +42,62 @@ func TestOpenAPIRoundTrips(t *testing.T) {
 	for _, p := range nullKeys(first, "") {
 		t.Errorf("%s: a key without a value (an unquoted comma in a flow mapping?)", p)
 	}
+	for _, p := range unknownKeywords(first, "", false) {
+		t.Errorf("%s: not a JSON Schema keyword (an unquoted comma in a flow mapping?)", p)
+	}
 }
 
-// TestNullKeysFindsCutFlowMappings shows that the round-trip test catches the defect it
-// exists for.
+// schemaKeywords are the JSON Schema 2020-12 and OpenAPI 3.1 keywords a schema of the
+// description may use; a key cut from a description by an unquoted comma is none of them.
+var schemaKeywords = map[string]bool{
+	"$ref": true, "type": true, "enum": true, "const": true, "format": true, "description": true,
+	"title": true, "default": true, "examples": true, "example": true, "deprecated": true,
+	"properties": true, "additionalProperties": true, "required": true, "items": true,
+	"allOf": true, "oneOf": true, "anyOf": true, "not": true, "minimum": true, "maximum": true,
+	"exclusiveMinimum": true, "exclusiveMaximum": true, "minLength": true, "maxLength": true,
+	"minItems": true, "maxItems": true, "pattern": true, "uniqueItems": true, "readOnly": true,
+	"writeOnly": true, "nullable": true,
+}
+
+// unknownKeywords lists the paths of the keys of every schema in v (one reached through
+// "schema", "schemas", "properties", "items", "additionalProperties" or a composition)
+// that are neither JSON Schema keywords nor extensions (x-…).
+func unknownKeywords(v any, path string, isSchema bool) []string {
+	var found []string
+	switch v := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if isSchema && !schemaKeywords[k] && !strings.HasPrefix(k, "x-") {
+				found = append(found, path+"/"+k)
+			}
+			sub := v[k]
+			switch {
+			case k == "schemas" || (isSchema && k == "properties"):
+				m, _ := sub.(map[string]any)
+				for _, name := range slices.Sorted(maps.Keys(m)) {
+					found = append(found, unknownKeywords(m[name], path+"/"+k+"/"+name, true)...)
+				}
+			case k == "schema" || (isSchema && (k == "items" || k == "additionalProperties" || k == "not")):
+				found = append(found, unknownKeywords(sub, path+"/"+k, true)...)
+			case isSchema && (k == "allOf" || k == "oneOf" || k == "anyOf"):
+				list, _ := sub.([]any)
+				for i, e := range list {
+					found = append(found, unknownKeywords(e, fmt.Sprintf("%s/%s/%d", path, k, i), true)...)
+				}
+			case !isSchema:
+				found = append(found, unknownKeywords(sub, path+"/"+k, false)...)
+			}
+		}
+	case []any:
+		for i, e := range v {
+			found = append(found, unknownKeywords(e, fmt.Sprintf("%s/%d", path, i), false)...)
+		}
+	}
+	return found
+}
+
+// TestNullKeysFindsCutFlowMappings shows that the round-trip test catches the defects it
+// exists for: a cut-off text read as a key without a value, or with one.
 func TestNullKeysFindsCutFlowMappings(t *testing.T) {
 	var doc any
 	if err := yaml.Unmarshal([]byte("a: {type: integer, description: Steps, lowest first.}\n"), &doc); err != nil {
@@ -52,6 +105,12 @@ func TestNullKeysFindsCutFlowMappings(t *testing.T) {
 	}
 	if got := nullKeys(doc, ""); !slices.Equal(got, []string{"/a/lowest first."}) {
 		t.Errorf("nullKeys = %q, want the cut-off text as a key", got)
+	}
+	if err := yaml.Unmarshal([]byte("schemas: {A: {properties: {a: {type: string, description: Steps, shed first: yes}}}}\n"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := unknownKeywords(doc, "", false); !slices.Equal(got, []string{"/schemas/A/properties/a/shed first"}) {
+		t.Errorf("unknownKeywords = %q, want the cut-off text as a key", got)
 	}
 }
 

@@ -88,11 +88,6 @@ func (d *description) responseSchema(method, path string, status int) (any, erro
 	return media["schema"], nil
 }
 
-// schema returns a named schema of components.
-func (d *description) schema(name string) any {
-	return d.doc["components"].(map[string]any)["schemas"].(map[string]any)[name]
-}
-
 // resolve follows a local $ref.
 func (d *description) resolve(s any) map[string]any {
 	m, _ := s.(map[string]any)

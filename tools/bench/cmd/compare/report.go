@@ -117,7 +117,7 @@ func renderCost(r *results) string {
 		"`runtime.MemStats` around the measured ticks (the whole process); CPU µs/tick: the process's CPU time over the measured ticks (`getrusage`, all threads; C: not measured), "+
 		"what a contender's use of the second core costs. `cycled` runs with the default timing (`coarse`); `cycled precise` (N = %s) with `timing: precise`, whose hand-offs between engine and runners spin "+
 		"instead of waking a sleeping thread (docs/operations.md, timing modes). `floor` (clean, N = %s) is not a contender but a bound: cycled's own components doing a successful module's work "+
-		"in a bare loop on one goroutine, without an engine (`bench/floor`; below, \"The floor\"). Medians over %d repetitions; the ratio column is the median of the per-repetition ratios of the means.\n\n",
+		"in a bare loop on one goroutine, without an engine (`tools/bench/floor`; below, \"The floor\"). Medians over %d repetitions; the ratio column is the median of the per-repetition ratios of the means.\n\n",
 		openThreshold, openThreshold+1, joinInts(preciseCostSizes, ", "), faultsummary.KeepWhole, joinInts(preciseCostSizes, ", "), joinInts(preciseCostSizes, ", "), r.Reps)
 	for _, m := range costModes {
 		fmt.Fprintf(&b, "**%s**\n\n", m)
@@ -283,7 +283,7 @@ func preciseTable(r *results) string {
 func floorTable(r *results) string {
 	var b strings.Builder
 	b.WriteString("\n**The floor** (clean): the per-module work of a successful run, done by cycled's components in a bare loop on one goroutine, with no tiers, deadlines, " +
-		"hand-offs, admission checks, settling or summary (`bench/floor`, `peers.Floor`). An engine built on these components does at least this work; " +
+		"hand-offs, admission checks, settling or summary (`tools/bench/floor`, `peers.Floor`). An engine built on these components does at least this work; " +
 		"on one core its tick takes at least this long, so C ÷ floor is the most it could reach against C in this run without sharing the modules out between cores.\n\n")
 	b.WriteString("| N | floor µs/tick | ns/module | cycled ÷ floor | cycled precise ÷ floor | C ÷ floor (target for cycled ≥ 200 at 500) |\n|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range costSizes(r.Cost) {

@@ -185,6 +185,7 @@ class TierLine(Payload):
     elapsed_ms: float = 0.0
     status: str = ""
     budget_exhausted: bool = False
+    reason: str = ""
     raw: Mapping[str, Any] = _raw()
 
 
@@ -197,6 +198,7 @@ class Emergency(Payload):
     reason: str = ""
     latched: bool = False
     healthy_ticks: int = 0
+    ended_tick: int = 0
     raw: Mapping[str, Any] = _raw()
 
 

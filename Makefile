@@ -38,7 +38,7 @@ test-ha:
 	cd daemon/ha/clustertest && $(GO) vet ./... && $(GO) test -count=1 -timeout 5m ./...
 
 ## bench-ha: failover time over HA_KILLS kill -9 of the active (median, max; ticks lost),
-## and the export's throughput and its cost in start lag at 100 Hz (BENCHMARKS.md, "HA").
+## and the export's throughput and its cost in start lag at 100 Hz (BENCHMARKS.md, "Active/standby and export").
 HA_KILLS ?= 20
 bench-ha:
 	cd daemon/ha/clustertest && HA_BENCH=1 HA_KILLS=$(HA_KILLS) $(GO) test -count=1 -timeout 30m -run '^TestBench' -v ./...
@@ -68,7 +68,7 @@ bench-tick:
 
 ## bench-floor: the engine's tick against a bare loop doing the per-module work its
 ## semantics require with its own components, and that loop without each component in
-## turn (tools/bench/floor; BENCHMARKS.md, "What remains"). One P, REPS runs one after another
+## turn (tools/bench/floor; BENCHMARKS.md, "Targets"). One P, REPS runs one after another
 ## (each runs every case once, so that the cases alternate): the components' cost alone.
 bench-floor:
 	cd tools/bench && $(GO) test -c -o out/floor.test ./floor/
@@ -128,6 +128,6 @@ docker:
 ## bench-dashboard: the daemon's tick start lag at 100 Hz with 0 and 8 dashboards open in
 ## headless Chromium (BENCHMARKS.md, "Dashboard"); DASHBOARD_BENCH_REPS alternated rounds,
 ## DASHBOARD_BENCH_CASES what they open, DASHBOARD_BENCH_CYCLE the daemon's timing mode
-## (BENCHMARKS.md, "Dashboard start lag by timing mode").
+## (BENCHMARKS.md, "Dashboard").
 bench-dashboard:
 	DASHBOARD_BENCH=1 $(GO) test -count=1 -timeout 30m -run '^TestDashboardStartLag$$' -v ./cmd/cycled

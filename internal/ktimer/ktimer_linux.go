@@ -110,8 +110,8 @@ func (t *tfd) disarm() error {
 // monotonic reading: see time.Time), at once if at has passed. The kernel keeps the
 // absolute time, so a thread that gets to the system call late (the OS preempted it, or
 // the runtime its goroutine) does not make the timer late, as it would a relative arming,
-// which moves the wake-up by as much as the arming was late (BENCHMARKS.md, "What moves
-// the coarse start under long-polling").
+// which moves the wake-up by as much as the arming was late (docs/decisions.md,
+// "Overrun and the grid").
 func (t *tfd) armAt(at time.Time) error {
 	t.spec.Value = unix.NsecToTimespec(max(t.kbase+int64(at.Sub(t.base)), 1)) // 0 would disarm it
 	return t.settime()

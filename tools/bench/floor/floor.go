@@ -3,8 +3,8 @@
 // goroutine, against the engine's tick with the same modules. It answers how much of a
 // tick is the components (timing, breaker, last-known-good, blackboard, the summary line)
 // and how much the engine's orchestration (tiers, runners, claims, admission, the stall
-// check, settling): BENCHMARKS.md, "What remains". The comparison harness runs the loop
-// as a contender too (bench/peers.Floor), so that every full run says what the components
+// check, settling): BENCHMARKS.md, "Targets". The comparison harness runs the loop
+// as a contender too (tools/bench/peers.Floor), so that every full run says what the components
 // alone cost next to the peers.
 //
 // The loop does, for each module: take the run (two compare-and-swaps and two stores on a

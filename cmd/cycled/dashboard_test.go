@@ -82,6 +82,7 @@ func TestDashboard(t *testing.T) {
 	t.Run("ColumnPerTick", func(t *testing.T) { dashColumns(t, ctx, d) })
 	t.Run("LongPollFallback", func(t *testing.T) { dashLongPoll(t, ctx, d) })
 	t.Run("EmergencyBanner", func(t *testing.T) { dashEmergency(t, ctx, d) })
+	t.Run("StreamTimeline", func(t *testing.T) { dashStreamTimeline(t, ctx) })
 	t.Run("BreakerCountdown", func(t *testing.T) { dashCountdown(t, ctx, d) })
 	t.Run("ManyTabs", func(t *testing.T) { dashManyTabs(t, ctx, d) })
 	t.Run("HiddenTab", func(t *testing.T) { dashHiddenTab(t, ctx, d) })
@@ -311,6 +312,15 @@ func dashEmergency(t *testing.T, ctx context.Context, d *daemon) {
 	waitFor(t, ctx, 5*time.Second, "banner gone after recovery", `document.getElementById('emergency').hidden && !document.getElementById('em-last').hidden`)
 }
 
+// dashStreamTimeline: without the recorder, the timeline shows the stream's events since
+// the page opened: the emergency of dashEmergency, entered and ended.
+func dashStreamTimeline(t *testing.T, ctx context.Context) {
+	waitFor(t, ctx, 5*time.Second, "the emergency on the timeline", `(() => {
+		const en = document.querySelector('#events li[data-kind="emergency_entered"]'), left = document.querySelector('#events li[data-kind="emergency_left"]');
+		return document.getElementById('ev-source').textContent.includes('no recorder') && !!en && !!left &&
+			en.textContent.includes('emergency entered: guard') && Number(left.dataset.tick) > Number(en.dataset.tick); })()`)
+}
+
 const countdownJS = `(() => { const td = document.querySelector('tr[data-breaker="camera-link"] td.countdown');
 	return td && td.dataset.remainingMs ? Number(td.dataset.remainingMs) : -1; })()`
 
@@ -386,7 +396,7 @@ func dashReconnect(t *testing.T, ctx context.Context, d *daemon, cfg string) {
 // dashPhone checks the layout on a phone's viewport: nothing wider than the screen, the
 // heat map still drawn.
 func dashPhone(t *testing.T, ctx context.Context) {
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(375, 812, chromedp.EmulateScale(2), chromedp.EmulateMobile)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile)); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = chromedp.Do(ctx, chromedp.EmulateReset()) }()

@@ -2,7 +2,8 @@
 // (plain HTML, CSS and JavaScript with no build step and nothing fetched from elsewhere),
 // served on GET / and GET /ui/<asset>. The page reads the API of the same origin: the SSE
 // stream /ticks/stream (falling back to long-polling /ticks/latest), /breakers,
-// /blackboard, /modules, /config and /ticks for older history; operator actions use the
+// /blackboard, /modules, /config, /ticks for older history and for its filters, and
+// /events for the timeline when the flight recorder runs; operator actions use the
 // admin routes with a bearer token the page asks for and keeps in the tab's
 // sessionStorage only. docs/decisions.md ("Dashboard") records the choices.
 package ui

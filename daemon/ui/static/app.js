@@ -1,8 +1,9 @@
 // cycled dashboard. Plain JavaScript, no dependencies, no build step.
 //
 // Invariants:
-// - Data is bounded: at most MAX_TICKS summaries are kept (the oldest are dropped), the
-//   breaker and blackboard lists are replaced, never appended to.
+// - Data is bounded: at most MAX_TICKS summaries are kept (the oldest are dropped), and
+//   as many of a search's matches; the timeline keeps MAX_EVENTS events; the breaker and
+//   blackboard lists are replaced, never appended to.
 // - Rendering happens in requestAnimationFrame only, at most once per frame (and the
 //   tick-driven parts at most every TICKS_RENDER_MS): event handlers change state and
 //   mark what is dirty. A hidden tab renders nothing and polls nothing: it only keeps
@@ -14,6 +15,8 @@
 // - Status is never shown by colour alone: every status also has a shape (bar height,
 //   outline, hatch, notch) and a glyph, and the tooltip spells it out.
 // - Text from the daemon is put in the page with textContent, never as HTML.
+// - The URL's hash carries the view (selected tick, module view, filter, paused window):
+//   it is written from the state, and read once at start and on a hash change.
 'use strict';
 
 (() => {
@@ -22,15 +25,22 @@
   const PAGE = 200; // older ticks fetched per page
   const POLL_MS = 1000; // refresh of /breakers and /blackboard
   const ROW_H = 14; // heat map row height, CSS pixels
+  const MAX_EVENTS = 300; // events kept by the timeline (the oldest are dropped)
+  const EVENTS_POLL_MS = 3000; // refresh of GET /events when the recorder runs
+  const FILTER_REFRESH_MS = 1000; // a search is asked again at most this often as ticks come
+  const MODULE_LINES = 60; // lines of the module view
 
-  // STATUS gives every module status its colour, its shape and its glyph. h is the bar
-  // height (the more serious, the taller); outline draws a frame only; hatch a diagonal;
-  // notch a gap across the bar.
+  // STATUS is the page's one table of module statuses: every status of the summary with
+  // its colour class c, its shape and its glyph g; h is the bar height (the more serious,
+  // the taller); outline draws a frame only; hatch a diagonal; notch a gap across the bar.
+  // nominal marks the statuses that are not a degradation (the API's search refuses them).
+  // An entry with derived is not a status of the summary but one the page shows instead
+  // of another (derived says when); a check against the Go vocabulary skips it.
   const STATUS = {
-    ok: { c: 'ok', h: 0.35, g: '✓' },
+    ok: { c: 'ok', h: 0.35, g: '✓', nominal: true },
     probe_ok: { c: 'probe', h: 0.35, g: 'p', notch: true },
     retried: { c: 'retried', h: 0.6, g: 'r' },
-    not_due: { c: 'idle', h: 0.15, g: '·' },
+    not_due: { c: 'idle', h: 0.15, g: '·', nominal: true },
     skipped: { c: 'skip', h: 1, g: '–', hatch: true },
     rejected: { c: 'warn', h: 0.8, g: 'R', outline: true },
     shed: { c: 'skip', h: 0.8, g: 's', outline: true },
@@ -39,9 +49,48 @@
     timed_out: { c: 'bad', h: 1, g: 'T', notch: true },
     probe_failed: { c: 'bad', h: 1, g: 'P', hatch: true },
     failed: { c: 'bad', h: 1, g: '✕' },
+    idle: { c: 'idle', h: 0.15, g: '·', nominal: true, derived: 'skipped: an emergency-only module outside emergency mode, where nothing is expected of it' },
   };
   const UNKNOWN = { c: 'skip', h: 0.5, g: '?' };
   const TIER_STATUS = { ok: 'ok', degraded: 'warn', failed: 'bad', skipped: 'skip' };
+
+  // statusOf returns the status the page shows for module line m of summary s: idle for
+  // an emergency-only module outside emergency mode (its line says skipped while its tier
+  // ran and the tick was not in emergency mode), else the line's own status.
+  function statusOf(m, s) {
+    if (m.status === 'skipped' && !s.emergency_mode) {
+      const t = (s.tiers || []).find((x) => x.index === m.tier_index);
+      if (t && t.status !== 'skipped') return 'idle';
+    }
+    return m.status;
+  }
+  const styleOf = (name) => STATUS[name] || UNKNOWN;
+
+  // EVENTS turns an event of the timeline (a recorded one from GET /events, or one of the
+  // stream's, named as the recorder names it) into its severity, glyph and text; who is
+  // the operator's token fingerprint and address for admin actions. null: not shown (the
+  // decision rules are for replay; a step tick is a tick, not an action to investigate;
+  // a successful emergency reset is shown by its own event).
+  const who = (d) => `${d.token_name || d.token || 'no token'} from ${d.remote || '?'}`;
+  const EVENTS = {
+    breaker: (d) => ({ sev: d.to === 'open' ? 'bad' : d.to === 'half_open' ? 'warn' : 'ok', g: d.to === 'open' ? '○' : d.to === 'half_open' ? '◐' : '●',
+      text: `breaker ${d.breaker}: ${d.from} → ${d.to}${d.reason ? ` (${d.reason})` : ''}` }),
+    emergency_entered: (d) => ({ sev: 'bad', g: '⚠', text: `emergency entered: ${d.reason || 'safety tier failed'}${d.latched ? ' (latched)' : ''}` }),
+    emergency_left: () => ({ sev: 'ok', g: '✓', text: 'emergency ended' }),
+    emergency_reset: (d) => ({ sev: 'warn', g: '↺', text: 'emergency reset by an operator', who: who(d) }),
+    shed: (d) => ({ sev: d.shed ? 'warn' : 'ok', g: d.shed ? '▼' : '▲',
+      text: `${d.shed ? 'shed' : 'restored'} step ${d.level}${(d.modules || []).length ? ': ' + d.modules.join(', ') : ''}${d.reason ? ` (${d.reason})` : ''}` }),
+    config_reload: (d) => ({ sev: d.ok ? 'info' : 'bad', g: '⟳',
+      text: d.ok ? `configuration reloaded${d.trigger ? ` (${d.trigger})` : ''}` : `reload rejected: ${d.error || 'invalid configuration'}` }),
+    config_applied: (d) => ({ sev: 'info', g: '⚙', text: `configuration generation ${d.generation} applied` }),
+    module_registered: (d) => ({ sev: 'info', g: '+', text: `module ${d.module} registered${d.tier ? ` in ${d.tier}` : ''}` }),
+    module_removed: (d) => ({ sev: 'info', g: '−', text: `module ${d.module} removed` }),
+    admin: (d) => (d.route === 'POST /ticks' || (d.route === 'POST /emergency/reset' && d.status < 300) ? null
+      : { sev: d.status < 300 ? 'info' : 'warn', g: '✎', text: `${d.route}: ${d.status}${d.path && d.path !== d.route.split(' ')[1] ? ` (${d.path})` : ''}`, who: who(d) }),
+    recorder_started: (d) => ({ sev: 'info', g: '▶', text: `daemon started (run ${d.run_id || '?'})` }),
+    recorder_stopped: () => ({ sev: 'info', g: '■', text: 'daemon stopped' }),
+    decision_rules: () => null,
+  };
 
   const S = {
     ticks: [], // summaries, ascending tick_id, each with _m: Map(module name → line)
@@ -49,7 +98,6 @@
     lastId: 0,
     viewEnd: null, // index after the last tick shown; null follows the newest tick
     noOlder: false,
-    loadingOlder: false,
     breakers: [],
     breakersAt: 0, // performance.now() of the /breakers answer
     board: null,
@@ -60,6 +108,14 @@
     hover: null, // {x, y} in the heat map canvas, CSS pixels
     rows: [],
     rowsKey: '',
+    // The selection, carried by the URL's hash (see readHash, writeHash).
+    sel: { tick: 0, module: '', details: false },
+    filter: { severity: '', module: '', status: '' },
+    filt: null, // the search's answer while a filter is set: {key, ticks, noOlder, error}
+    events: [], // the timeline, ascending time, at most MAX_EVENTS
+    evKeys: new Set(),
+    evMode: '', // 'recorder' (GET /events), 'stream' (since the page opened), '' not known yet
+    evAfter: 0,
   };
 
   const $ = (id) => document.getElementById(id);
@@ -110,10 +166,14 @@
     if (parts.has('conn')) renderConn();
     if (parts.has('ticks')) { ticksDrawn = performance.now(); renderHeatmap(); renderTiming(); renderEmergency(); renderLatest(); }
     if (parts.has('ticks') || parts.has('hover')) renderTooltip();
+    if (parts.has('ticks') || parts.has('modview')) renderModuleView();
+    if (parts.has('ticks') || parts.has('events')) renderEvents();
     if (parts.has('breakers')) renderBreakers();
     if (parts.has('countdown')) renderCountdowns();
-    if (parts.has('board')) renderBoard();
+    if (parts.has('board') || parts.has('modules')) renderBoard();
     if (parts.has('modules')) renderModules();
+    if (parts.has('filter')) renderFilters();
+    writeHash();
   }
 
   // onVisibility draws everything once when the tab is shown, and refreshes what a
@@ -123,8 +183,9 @@
     clearTimeout(ticksTimer);
     ticksTimer = 0;
     dirty.add('ticks');
-    mark('conn', 'breakers', 'board', 'modules', 'countdown');
+    mark('conn', 'breakers', 'board', 'modules', 'countdown', 'events', 'filter');
     pollPanels();
+    pollEvents();
     refreshModules();
     refreshRole();
   }
@@ -160,6 +221,10 @@
   // ---- data ---------------------------------------------------------------------------
 
   function resetData() {
+    if (S.filt) {
+      S.filt = { ticks: [], noOlder: false, loaded: false, error: '' };
+      refreshSearch();
+    }
     S.ticks = [];
     S.lastId = 0;
     S.viewEnd = null;
@@ -178,7 +243,7 @@
     if (boot && S.boot && boot !== S.boot && sum.tick_id <= S.lastId) {
       resetData();
       message('info', 'The daemon restarted: showing its new ticks.');
-      setTimeout(loadOlder, 0);
+      setTimeout(() => loadOlder(S), 0);
     }
     if (boot) S.boot = boot;
     if (sum.tick_id <= S.lastId) return;
@@ -188,46 +253,130 @@
       const drop = S.ticks.length - MAX_TICKS;
       S.ticks.splice(0, drop);
       S.noOlder = false;
-      if (S.viewEnd !== null) S.viewEnd = Math.max(Math.min(VIEW, S.ticks.length), S.viewEnd - drop);
+      if (S.viewEnd !== null && !S.filt) S.viewEnd = Math.max(Math.min(VIEW, S.ticks.length), S.viewEnd - drop);
     }
+    scheduleSearch();
     mark('ticks');
   }
 
-  // addOlder merges a page of older summaries (newest first, as GET /ticks answers).
-  function addOlder(list) {
-    const first = S.ticks.length ? S.ticks[0].tick_id : Infinity;
+  // A list of ticks is S itself (every tick loaded) or S.filt (the search's answer while
+  // a filter is set): both have ticks (ascending tick_id, at most MAX_TICKS) and noOlder.
+  // cur is the list the heat map shows.
+  const cur = () => S.filt || S;
+
+  // filterQuery returns the API's search parameters of the filter ('' without one).
+  function filterQuery() {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(S.filter)) if (v) q.set(k, v);
+    return q.toString();
+  }
+
+  // addOlder merges a page of older summaries (newest first, as GET /ticks answers) into
+  // the list L.
+  function addOlder(L, list) {
+    const first = L.ticks.length ? L.ticks[0].tick_id : Infinity;
     const older = list.filter((s) => s.tick_id < first).reverse().map(prepare);
     if (!older.length) return 0;
-    const room = MAX_TICKS - S.ticks.length;
+    const room = MAX_TICKS - L.ticks.length;
     const take = room > 0 ? older.slice(Math.max(0, older.length - room)) : [];
-    S.ticks.unshift(...take);
-    if (S.viewEnd !== null) S.viewEnd += take.length;
-    if (!S.lastId && S.ticks.length) S.lastId = S.ticks[S.ticks.length - 1].tick_id;
+    L.ticks.unshift(...take);
+    if (S.viewEnd !== null && L === cur()) S.viewEnd += take.length;
+    if (L === S && !S.lastId && S.ticks.length) S.lastId = S.ticks[S.ticks.length - 1].tick_id;
     mark('ticks');
     return take.length;
   }
 
-  async function loadOlder() {
-    if (S.loadingOlder || S.noOlder) return;
-    S.loadingOlder = true;
+  // loadOlder loads a page of ticks older than those of the list L (the one shown by
+  // default); one load per list at a time: a second call gets the first one's promise.
+  const loading = new Map();
+  function loadOlder(L = cur()) {
+    if (!loading.has(L)) loading.set(L, loadOlderPage(L).finally(() => loading.delete(L)));
+    return loading.get(L);
+  }
+
+  async function loadOlderPage(L) {
+    if (L.noOlder) return;
     try {
-      const before = S.ticks.length ? S.ticks[0].tick_id : 0;
-      if (before === 1) { S.noOlder = true; return; }
-      const q = before ? `?limit=${PAGE}&before=${before}` : `?limit=${PAGE}`;
-      const r = await getJSON('/ticks' + q);
-      const n = addOlder(r.ticks || []);
-      if (!r.next_before || (before && n === 0) || S.ticks.length >= MAX_TICKS) S.noOlder = true;
+      const before = L.ticks.length ? L.ticks[0].tick_id : 0;
+      if (before === 1) { L.noOlder = true; return; }
+      const q = new URLSearchParams(L === S ? '' : filterQuery());
+      q.set('limit', PAGE);
+      if (before) q.set('before', before);
+      const r = await getJSON('/ticks?' + q);
+      if (L !== S && L !== S.filt) return; // the filter changed meanwhile
+      const n = addOlder(L, r.ticks || []);
+      if (!r.next_before || (before && n === 0) || L.ticks.length >= MAX_TICKS) L.noOlder = true;
     } catch (e) {
-      // the connection status says why; scrolling again retries
-    } finally {
-      S.loadingOlder = false;
+      if (L !== S) { L.error = e.message; mark('filter'); }
+      // else the connection status says why; scrolling again retries
     }
   }
 
   // visible returns the ticks shown: up to cols of them, ending at S.viewEnd.
   function visible(cols) {
-    const end = S.viewEnd === null ? S.ticks.length : Math.min(S.viewEnd, S.ticks.length);
-    return S.ticks.slice(Math.max(0, end - cols), end);
+    const L = cur();
+    const end = S.viewEnd === null ? L.ticks.length : Math.min(S.viewEnd, L.ticks.length);
+    return L.ticks.slice(Math.max(0, end - cols), end);
+  }
+
+  // ---- search (filters) -----------------------------------------------------------------
+
+  // setFilter shows the ticks that pass filter f, as the API's search (GET /ticks with
+  // severity, module, status) answers them; an empty filter shows every tick again.
+  function setFilter(f) {
+    const next = { severity: f.severity || '', module: f.module || '', status: f.status || '' };
+    if (JSON.stringify(next) === JSON.stringify(S.filter)) return;
+    S.filter = next;
+    S.filt = filterQuery() ? { ticks: [], noOlder: false, loaded: false, error: '' } : null;
+    S.viewEnd = null;
+    searchAt = 0;
+    if (S.filt) refreshSearch();
+    mark('ticks', 'filter', 'hover');
+  }
+
+  // refreshSearch asks the search for its newest page and appends the matches newer than
+  // those shown. It is asked again as ticks come, at most every FILTER_REFRESH_MS.
+  let searchTimer = 0;
+  let searchAt = 0;
+  function scheduleSearch() {
+    if (!S.filt || searchTimer || document.hidden) return;
+    searchTimer = setTimeout(() => { searchTimer = 0; refreshSearch(); }, Math.max(0, searchAt + FILTER_REFRESH_MS - performance.now()));
+  }
+
+  // refreshSearch runs one search at a time: a second call gets the first one's promise.
+  let searching = null;
+  function refreshSearch() {
+    if (!searching) {
+      searching = searchOnce().finally(() => {
+        searching = null;
+        if (S.filt && !S.filt.loaded && !S.filt.error) refreshSearch(); // the filter changed meanwhile
+      });
+    }
+    return searching;
+  }
+
+  async function searchOnce() {
+    const f = S.filt;
+    if (!f) return;
+    searchAt = performance.now();
+    const last = f.ticks.length ? f.ticks[f.ticks.length - 1].tick_id : 0;
+    try {
+      const r = await getJSON(`/ticks?${filterQuery()}&limit=${PAGE}`);
+      if (f !== S.filt) return;
+      f.error = '';
+      const newer = (r.ticks || []).filter((s) => s.tick_id > last).reverse().map(prepare);
+      if (!f.loaded) { f.loaded = true; f.noOlder = !r.next_before; }
+      f.ticks.push(...newer);
+      if (f.ticks.length > MAX_TICKS) {
+        const drop = f.ticks.length - MAX_TICKS;
+        f.ticks.splice(0, drop);
+        f.noOlder = false;
+        if (S.viewEnd !== null) S.viewEnd = Math.max(Math.min(VIEW, f.ticks.length), S.viewEnd - drop);
+      }
+      mark('ticks', 'filter');
+    } catch (e) {
+      if (f === S.filt) { f.error = e.message; mark('filter'); }
+    }
   }
 
   // ---- network ------------------------------------------------------------------------
@@ -237,7 +386,10 @@
     const t = setTimeout(() => ctl.abort(), timeoutMs);
     try {
       const r = await fetch(path, { cache: 'no-store', signal: ctl.signal });
-      if (!r.ok) throw new Error(`${path}: ${r.status}`);
+      if (!r.ok) {
+        const body = await r.json().catch(() => ({}));
+        throw new Error((body.error && body.error.message) || `${path}: ${r.status}`);
+      }
       return await r.json();
     } finally {
       clearTimeout(t);
@@ -273,10 +425,9 @@
       }
       if (m.type === 'tick') ingest(typeof m.sum === 'string' ? JSON.parse(m.sum) : m.sum, m.boot);
       else if (m.type === 'ticks') for (const raw of m.sums) ingest(JSON.parse(raw), m.boot);
-      else if (m.type === 'breaker') refreshBreakers();
+      else if (m.type === 'event') streamEvent(m.name, m.data);
       if (m.state && S.conn !== m.state) { S.conn = m.state; mark('conn'); }
     };
-    loadOlder();
     // The callback's promise never settles: the lock is held until the tab closes.
     navigator.locks.request(CHANNEL, () => new Promise(() => {
       T.leader = true;
@@ -326,7 +477,7 @@
       clearTimeout(T.openTimer);
       T.failures = 0;
       setConn('live');
-      if (!S.ticks.length) loadOlder();
+      if (!S.ticks.length) loadOlder(S);
     };
     es.onerror = () => streamFailed(es);
     es.addEventListener('tick', (e) => {
@@ -334,8 +485,13 @@
       forward(e.data, boot);
       ingest(JSON.parse(e.data), boot);
     });
-    es.addEventListener('breaker', () => { flushForward(); share({ type: 'breaker' }); refreshBreakers(); });
-    es.addEventListener('emergency', () => mark('ticks'));
+    for (const name of ['breaker', 'emergency', 'shed']) {
+      es.addEventListener(name, (e) => {
+        flushForward();
+        share({ type: 'event', name, data: e.data });
+        streamEvent(name, e.data);
+      });
+    }
   }
 
   async function streamFailed(es) {
@@ -453,6 +609,7 @@
       const c = r.config || r;
       S.periodMs = parseDuration(c.cycle && c.cycle.period);
       S.recoverAfter = (c.emergency && c.emergency.recover_after) || 0;
+      setEvMode(c.recorder && c.recorder.enabled ? 'recorder' : 'stream');
       mark('ticks');
     } catch (e) { /* the period is then inferred from the ticks */ }
   }
@@ -466,6 +623,315 @@
     return total;
   }
 
+  // ---- events (the timeline) --------------------------------------------------------
+
+  // streamEvent takes an event of the stream (breaker, emergency, shed). With the
+  // recorder the timeline shows what GET /events answers, asked at once (the recorder
+  // does not keep shed steps: those come from the stream); without it, the stream's
+  // events since the page opened.
+  function streamEvent(name, raw) {
+    let d;
+    try { d = typeof raw === 'string' ? JSON.parse(raw) : raw; } catch (e) { return; }
+    if (name === 'breaker') refreshBreakers();
+    if (name === 'emergency') mark('ticks');
+    if (!d) return;
+    const kind = name === 'emergency' ? (d.entered ? 'emergency_entered' : 'emergency_left') : name;
+    if (S.evMode === 'recorder' && name !== 'shed') { soonEvents(); return; }
+    addEvents([{ key: `s:${kind}:${d.tick_id}:${d.breaker || d.level || ''}:${d.to || d.shed || ''}`, at: d.at, tick: d.tick_id, kind, data: d }]);
+  }
+
+  let evGen = 0;
+  // addEvents adds events ({key, at, tick, kind, data}) not yet shown to the timeline,
+  // which keeps the newest MAX_EVENTS.
+  function addEvents(list) {
+    let added = 0;
+    for (const e of list) {
+      if (S.evKeys.has(e.key)) continue;
+      const f = EVENTS[e.kind];
+      const v = f ? f(e.data || {}) : { sev: 'info', g: '•', text: e.kind };
+      if (!v) continue;
+      S.evKeys.add(e.key);
+      S.events.push({ key: e.key, at: Date.parse(e.at) || Date.now(), tick: e.tick || 0, kind: e.kind, ...v });
+      added++;
+    }
+    if (!added) return;
+    S.events.sort((x, y) => x.tick - y.tick || x.at - y.at);
+    if (S.events.length > MAX_EVENTS) {
+      for (const e of S.events.splice(0, S.events.length - MAX_EVENTS)) S.evKeys.delete(e.key);
+    }
+    evGen++;
+    mark('events');
+  }
+
+  // setEvMode says where the timeline's events come from (the configuration's
+  // recorder.enabled decides): 'recorder' or 'stream'.
+  function setEvMode(mode) {
+    if (S.evMode === mode) return;
+    S.evMode = mode;
+    if (mode === 'recorder') { // the stream's events so far are recorded too (but shed steps)
+      S.events = S.events.filter((e) => e.kind === 'shed');
+      S.evKeys = new Set(S.events.map((e) => e.key));
+      pollEvents();
+    }
+    evGen++;
+    mark('events');
+  }
+
+  // pollEvents reads the recorded events after the last one read, a page of up to 1000
+  // at a time (at most 20 pages a call: the rest come with the next call).
+  let evBusy = false;
+  let evTimer = 0;
+  async function pollEvents() {
+    if (evBusy || document.hidden || S.evMode !== 'recorder') return;
+    evBusy = true;
+    try {
+      for (let page = 0; page < 20; page++) {
+        const r = await fetch(`/events?after=${S.evAfter}&limit=1000`, { cache: 'no-store' });
+        if (r.status === 501) { setEvMode('stream'); return; } // the recorder is off after all
+        if (!r.ok) return;
+        const body = await r.json();
+        const evs = body.events || [];
+        addEvents(evs.map((e) => ({ key: 'r:' + e.id, at: e.at, tick: e.tick_id, kind: e.kind, data: e.data })));
+        S.evAfter = body.next_after || S.evAfter;
+        if (evs.length < 1000) break;
+      }
+    } catch (e) { /* retried by the timer */ } finally {
+      evBusy = false;
+    }
+  }
+  function soonEvents() {
+    clearTimeout(evTimer);
+    evTimer = setTimeout(pollEvents, 300); // the recorder commits every 100 ms by default
+  }
+
+  let evDrawn = '';
+  function renderEvents() {
+    const key = `${evGen}|${S.sel.tick}`;
+    if (key === evDrawn) return;
+    evDrawn = key;
+    setText($('ev-source'), S.evMode === 'recorder' ? 'recorded' : S.evMode === 'stream' ? 'since this page opened (no recorder)' : '');
+    const items = [];
+    for (let i = S.events.length - 1; i >= 0; i--) { // newest first
+      const e = S.events[i];
+      items.push(el('li', { class: 'ev-' + e.sev, 'data-kind': e.kind, 'data-tick': e.tick, 'aria-current': e.tick === S.sel.tick ? 'true' : null },
+        el('button', { type: 'button', title: `Show tick ${e.tick} in the heat map`, onclick: () => selectTick(e.tick, true) },
+          el('span', { class: 'ev-g', 'aria-hidden': 'true' }, e.g),
+          el('span', { class: 'ev-text' }, e.text),
+          el('span', { class: 'ev-meta' }, `${clock(e.at, 1000)} · tick ${e.tick}${e.who ? ' · ' + e.who : ''}`))));
+    }
+    $('events').replaceChildren(...(items.length ? items : [el('li', { class: 'muted' }, 'no events yet')]));
+  }
+
+  // ---- selection and the URL -----------------------------------------------------------
+
+  // selectTick selects tick id (its column is outlined, its events marked); with move the
+  // heat map moves to it, centred, loading older pages when it is older than those loaded,
+  // and pauses there.
+  async function selectTick(id, move) {
+    S.sel.tick = id;
+    mark('ticks', 'events', 'modview');
+    if (!move) return;
+    const L = cur();
+    for (let i = 0; i < MAX_TICKS / PAGE && !L.noOlder && (!L.ticks.length || L.ticks[0].tick_id > id); i++) await loadOlder(L);
+    if (L === cur() && S.sel.tick === id) moveTo(id, true);
+  }
+
+  // moveTo pauses the window where it shows tick id: centred, or ending at it (at the
+  // newest tick not after it).
+  function moveTo(id, center) {
+    const L = cur();
+    const cols = (S.geom && S.geom.cols) || VIEW;
+    let i = L.ticks.findIndex((s) => s.tick_id >= id);
+    if (i < 0) i = L.ticks.length - 1;
+    else if (!center && L.ticks[i].tick_id > id) i--;
+    if (i < 0) return;
+    const end = center ? Math.min(L.ticks.length, Math.max(cols, i + Math.ceil(cols / 2))) : i + 1;
+    S.viewEnd = Math.max(Math.min(cols, L.ticks.length), end);
+    mark('ticks', 'hover');
+  }
+
+  // The URL's hash carries the view: tick (the selected tick), details (its dialog is
+  // open), mod (the module view), severity, module and status (the filter), end (the last
+  // tick of a paused window; without it the window follows the newest tick). A copied
+  // URL opens the same view; it is written with replaceState (no history entry per click).
+  function hashOf() {
+    const q = new URLSearchParams();
+    if (S.sel.tick) q.set('tick', S.sel.tick);
+    if (S.sel.tick && S.sel.details) q.set('details', '1');
+    if (S.sel.module) q.set('mod', S.sel.module);
+    for (const [k, v] of Object.entries(S.filter)) if (v) q.set(k, v);
+    const g = S.geom;
+    if (S.viewEnd !== null && g && g.ticks.length) q.set('end', g.ticks[g.ticks.length - 1].tick_id);
+    return q.toString();
+  }
+
+  // writeHash writes the view into the URL, at most every 250 ms (browsers limit the
+  // rate of replaceState), and not before the URL the page opened with was applied.
+  let hashWritten = null;
+  let hashAt = 0;
+  let hashTimer = 0;
+  function writeHash() {
+    if (!S.hashReady || hashTimer) return;
+    const wait = hashAt + 250 - performance.now();
+    if (wait > 0) { hashTimer = setTimeout(() => { hashTimer = 0; mark('url'); }, wait); return; }
+    const h = hashOf();
+    if (h === hashWritten) return;
+    hashWritten = h;
+    hashAt = performance.now();
+    history.replaceState(null, '', h ? '#' + h : location.pathname + location.search);
+  }
+
+  // applyHash opens the view the URL's hash names (see hashOf).
+  async function applyHash() {
+    S.hashReady = false;
+    const q = new URLSearchParams(location.hash.slice(1));
+    const f = { severity: q.get('severity'), module: q.get('module'), status: q.get('status') };
+    setFilter(f);
+    if (S.filt) await refreshSearch();
+    if (S.filt && !S.filt.loaded) await refreshSearch(); // a search of an earlier filter was running
+    S.sel.module = q.get('mod') || '';
+    S.sel.tick = Number(q.get('tick')) || 0;
+    S.sel.details = q.get('details') === '1';
+    const end = Number(q.get('end')) || 0;
+    const L = cur();
+    const oldest = Math.min(...[end, S.sel.tick].filter(Boolean));
+    for (let i = 0; i < MAX_TICKS / PAGE && Number.isFinite(oldest) && !L.noOlder && (!L.ticks.length || L.ticks[0].tick_id > oldest); i++) await loadOlder(L);
+    if (end) moveTo(end, false);
+    else S.viewEnd = null;
+    if (S.sel.details && S.sel.tick) {
+      const s = L.ticks.find((x) => x.tick_id === S.sel.tick) || S.ticks.find((x) => x.tick_id === S.sel.tick);
+      if (s) openTick(s);
+      else getJSON('/ticks/' + S.sel.tick).then((x) => openTick(prepare(x))).catch(() => { S.sel.details = false; });
+    } else if ($('tick-dialog').open) $('tick-dialog').close();
+    hashWritten = location.hash.slice(1);
+    S.hashReady = true;
+    mark('ticks', 'events', 'modview', 'filter', 'url');
+  }
+
+  // openModule opens the module view of name (closes it when it is open).
+  function openModule(name) {
+    S.sel.module = S.sel.module === name ? '' : name;
+    mark('modview', 'ticks', 'url');
+    if (S.sel.module) requestAnimationFrame(() => $('module-view').scrollIntoView({ block: 'nearest' }));
+  }
+
+  // ---- module view ------------------------------------------------------------------------
+
+  let mvDrawn = '';
+  function renderModuleView() {
+    const name = S.sel.module;
+    setHidden($('module-view'), !name);
+    if (!name) { mvDrawn = ''; return; }
+    const lines = []; // [summary, line], newest first
+    for (let i = S.ticks.length - 1; i >= 0 && lines.length < MODULE_LINES; i--) {
+      const m = S.ticks[i]._m.get(name);
+      if (m) lines.push([S.ticks[i], m]);
+    }
+    const info = S.modules.find((m) => m.name === name);
+    const key = `${name}|${lines.length ? lines[0][0].tick_id : 0}|${lines.length}|${S.sel.tick}|${info ? JSON.stringify(info.breaker || {}) : ''}`;
+    if (key === mvDrawn) return;
+    mvDrawn = key;
+    setText($('mv-title'), `Module ${name}`);
+    setText($('mv-info'), info ? [`tier ${info.tier}`, info.kind, info.spec && info.spec.emergency ? 'emergency-only' : '',
+      `policy ${info.policy}`, info.breaker ? `breaker ${info.breaker.name} ${info.breaker.state}` : ''].filter(Boolean).join(' · ') : '');
+    const strip = [];
+    for (let i = lines.length - 1; i >= 0; i--) {
+      const [s, m] = lines[i];
+      const st = statusOf(m, s);
+      strip.push(el('span', { class: 'st-' + styleOf(st).c, title: `tick ${s.tick_id}: ${st}` }, styleOf(st).g));
+    }
+    $('mv-strip').replaceChildren(...strip);
+    const lat = lines.filter(([, m]) => m.attempts > 0).map(([, m]) => m.latency_ms).sort((a, b) => a - b);
+    const q = (p) => (lat.length ? ms(lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]) : '–');
+    const src = {};
+    for (const [s, m] of lines) {
+      const k = statusOf(m, s) === 'idle' ? 'idle' : (m.served && m.served.source) || 'none';
+      src[k] = (src[k] || 0) + 1;
+    }
+    setText($('mv-stats'), `last ${lines.length} ticks · latency p50 ${q(0.5)} · p99 ${q(0.99)} · max ${lat.length ? ms(lat[lat.length - 1]) : '–'} · served ` +
+      (Object.entries(src).map(([k, n]) => `${k.replace('_', ' ')} ${n}`).join(', ') || '–'));
+    $('mv-lines').tBodies[0].replaceChildren(...lines.map(([s, m]) => {
+      const st = statusOf(m, s);
+      return el('tr', { 'aria-current': s.tick_id === S.sel.tick ? 'true' : null },
+        el('td', null, el('button', { type: 'button', class: 'small', onclick: () => selectTick(s.tick_id, true) }, String(s.tick_id))),
+        el('td', null, clock(Date.parse(s.started_at), 1)),
+        el('td', null, `${styleOf(st).g} ${st.replace('_', ' ')}`),
+        el('td', null, m.attempts),
+        el('td', null, m.attempts ? ms(m.latency_ms) : '–'),
+        el('td', { class: 'name' }, servedText(m, st)),
+        el('td', { class: 'key' }, m.error));
+    }));
+  }
+
+  // servedText says what a module line served: never "from none, age 0 ms" (nothing
+  // served has no age unless what expired had one).
+  function servedText(m, st) {
+    const sv = m.served;
+    if (!sv || !sv.source) return '';
+    if (st === 'idle') return `${sv.key}: idle (runs only in emergency mode)`;
+    const flags = [sv.stale && 'stale', sv.derived_from_stale && 'derived from stale'].filter(Boolean).join(', ');
+    const f = flags ? ` (${flags})` : '';
+    switch (sv.source) {
+      case 'live': return `${sv.key}: live${f}`;
+      case 'last_good': return `${sv.key}: last good, age ${age(sv.age_ms || 0)}${f}`;
+      case 'none': return sv.expired ? `${sv.key}: nothing (its last value expired, age ${age(sv.age_ms || 0)})` : `${sv.key}: nothing (no value yet)`;
+      default: return `${sv.key}: ${sv.source}${f}`;
+    }
+  }
+
+  // ---- time axis --------------------------------------------------------------------------
+
+  const pad = (n, w = 2) => String(n).padStart(w, '0');
+  // clock formats the local wall-clock time of t (ms since the epoch) to the precision
+  // of step: milliseconds below a second, seconds below a minute, else minutes.
+  function clock(t, step) {
+    const d = new Date(t);
+    const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+    if (step >= 60e3) return hm;
+    const hms = `${hm}:${pad(d.getSeconds())}`;
+    return step >= 1000 ? hms : `${hms}.${pad(d.getMilliseconds(), 3)}`;
+  }
+
+  const STEPS = [10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3, 7200e3, 21600e3, 43200e3, 86400e3];
+
+  // timeAxis returns the labels of a wall-clock axis over ticks (column i is centred at
+  // x(i)): one at the first column and at each column whose start crosses a round step,
+  // the smallest step that leaves room for them; none nearer than gap pixels to the one
+  // before it, none that would pass right.
+  function timeAxis(ticks, x, right, gap) {
+    if (!ticks.length) return [];
+    const t = ticks.map((s) => Date.parse(s.started_at));
+    const span = Math.max(1, t[t.length - 1] - t[0]);
+    const room = Math.max(1, Math.floor((x(ticks.length - 1) - x(0)) / gap));
+    const step = STEPS.find((st) => span / st <= room) || STEPS[STEPS.length - 1];
+    const out = [];
+    let lastX = -Infinity;
+    for (let i = 0; i < ticks.length; i++) {
+      if (i > 0 && Math.floor(t[i] / step) === Math.floor(t[i - 1] / step)) continue;
+      const xi = x(i);
+      if (xi - lastX < gap || xi + gap > right + 4) continue;
+      out.push({ x: xi, text: clock(t[i], step), tick: ticks[i].tick_id });
+      lastX = xi;
+    }
+    return out;
+  }
+
+  // renderAxis writes the heat map's time axis (DOM: readable, selectable), only when it
+  // changed.
+  let axisDrawn = '';
+  function renderAxis(ticks, g) {
+    const labels = timeAxis(ticks, (i) => i * g.cellW + g.cellW / 2, g.cssW, AXIS_GAP);
+    const key = labels.map((l) => `${l.x}:${l.text}`).join('|');
+    if (key === axisDrawn) return;
+    axisDrawn = key;
+    $('hm-axis').replaceChildren(...labels.map((l) => {
+      const e = el('span', { 'data-tick': l.tick }, l.text);
+      e.style.left = Math.round(l.x) + 'px';
+      return e;
+    }));
+  }
+  const AXIS_GAP = 84; // px between time labels: "00:00:00.000" at 10 px and a margin
+
   // ---- heat map -----------------------------------------------------------------------
 
   // layout returns the rows: each tier, then its modules, in tier order.
@@ -478,7 +944,7 @@
       for (const m of s.modules || []) if (!mods.has(m.name)) mods.set(m.name, m.tier_index);
     }
     const key = [...tiers.keys()].join(',') + '|' + [...mods].map(([n, t]) => t + ':' + n).sort().join(',');
-    if (key === S.rowsKey) return S.rows;
+    if (key === S.rowsKey) { markLabel(); return S.rows; }
     const rows = [];
     for (const idx of [...tiers.keys()].sort((a, b) => a - b)) {
       const t = tiers.get(idx);
@@ -491,8 +957,20 @@
     const labels = $('hm-labels');
     labels.replaceChildren(...rows.map((r) => r.tier !== undefined
       ? el('div', { class: 'tier', title: `tier ${r.index}: ${r.tier}, budget ${ms(r.budget)}` }, `${r.tier} `, el('small', null, ms(r.budget)))
-      : el('div', { title: r.module }, r.module)));
+      : el('div', { title: r.module, 'data-module': r.module, role: 'button', tabindex: '0', 'aria-label': `${r.module}: open its view` }, r.module)));
+    labelsSel = '';
     return rows;
+  }
+
+  // markLabel marks the label of the module whose view is open.
+  let labelsSel = '';
+  function markLabel() {
+    if (labelsSel === S.sel.module) return;
+    labelsSel = S.sel.module;
+    for (const d of $('hm-labels').querySelectorAll('[data-module]')) {
+      const v = d.dataset.module === S.sel.module ? 'true' : 'false';
+      if (d.getAttribute('aria-current') !== v) d.setAttribute('aria-current', v);
+    }
   }
 
   // drawCell draws one status cell at (x, y) of size w × h.
@@ -568,6 +1046,7 @@
   // HM is what the heat map's canvas shows: the key of its geometry, rows and colours,
   // and the summaries of its columns, oldest first.
   const HM = { key: '', cols: [] };
+  let layoutKey = '';
 
   function renderHeatmap() {
     const canvas = $('heatmap');
@@ -603,9 +1082,21 @@
     hm.firstTick = ticks.length ? String(ticks[0].tick_id) : '';
     hm.lastTick = ticks.length ? String(ticks[ticks.length - 1].tick_id) : '';
     S.geom = { ...g, ticks, rows };
-    setText($('hm-range'), ticks.length
-      ? `ticks ${ticks[0].tick_id}–${ticks[ticks.length - 1].tick_id}${S.viewEnd === null ? ' (live)' : ' (paused: history)'} · ${S.ticks.length} loaded`
-      : 'waiting for ticks…');
+    if (layoutKey !== S.rowsKey) { layoutKey = S.rowsKey; markLabel(); }
+    renderAxis(ticks, g);
+    const si = S.sel.tick ? ticks.findIndex((x) => x.tick_id === S.sel.tick) : -1;
+    const sel = $('hm-sel');
+    setHidden(sel, si < 0);
+    hm.selected = si < 0 ? '' : String(S.sel.tick);
+    if (si >= 0) {
+      sel.style.left = si * g.cellW + 'px';
+      sel.style.width = g.cellW + 'px';
+      sel.style.height = cssH + 'px';
+    }
+    const range = ticks.length ? `ticks ${ticks[0].tick_id}–${ticks[ticks.length - 1].tick_id}, ${clock(Date.parse(ticks[0].started_at), 1000)}–${clock(Date.parse(ticks[ticks.length - 1].started_at), 1000)}` : '';
+    setText($('hm-range'), S.filt
+      ? (ticks.length ? `${range} · ${S.filt.ticks.length} matching ticks${S.viewEnd === null ? ' (live)' : ' (paused)'}` : S.filt.loaded ? 'no matching ticks' : 'searching…')
+      : ticks.length ? `${range}${S.viewEnd === null ? ' (live)' : ' (paused: history)'} · ${S.ticks.length} loaded` : 'waiting for ticks…');
     if ($('hm-live').disabled !== (S.viewEnd === null)) $('hm-live').disabled = S.viewEnd === null;
   }
 
@@ -639,7 +1130,7 @@
       const y = ri * ROW_H;
       if (r.tier === undefined) {
         const m = s._m.get(r.module);
-        if (m) drawCell(ctx, x, y, w, ROW_H, STATUS[m.status] || UNKNOWN);
+        if (m) drawCell(ctx, x, y, w, ROW_H, styleOf(statusOf(m, s)));
         return;
       }
       if (ri > 0) {
@@ -659,57 +1150,87 @@
     return { tick: g.ticks[ci], row: g.rows[ri] };
   }
 
+  // fullTime is the local date and time of an RFC 3339 time, to the millisecond.
+  function fullTime(v) {
+    const t = Date.parse(v);
+    if (!t) return '';
+    const d = new Date(t);
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${clock(t, 1)}`;
+  }
+
+  // renderTooltip shows the line under the pointer: a heat map cell, or a tick of the
+  // timing chart.
   function renderTooltip() {
     const tip = $('tooltip');
-    const h = S.hover && hit(S.hover.x, S.hover.y);
-    if (!h || !h.row) { setHidden(tip, true); return; }
-    const s = h.tick;
     const dl = el('dl');
     const add = (k, v) => { if (v !== '' && v !== undefined && v !== null) dl.append(el('dt', null, k), el('dd', null, v)); };
     let title;
-    if (h.row.tier !== undefined) {
-      const t = (s.tiers || []).find((x) => x.index === h.row.index);
-      title = `tick ${s.tick_id} · tier ${h.row.tier}`;
-      if (t) {
-        add('status', t.status);
-        add('budget use', `${ms(t.elapsed_ms)} of ${ms(t.budget_ms)} (${((100 * t.elapsed_ms) / (t.budget_ms || 1)).toFixed(0)}%)`);
-        if (t.budget_exhausted) add('budget', 'exhausted');
-        add('reason', t.reason);
-      }
+    let anchor;
+    if (S.hover && S.hover.chart) {
+      const s = timingHit(S.hover.x);
+      if (!s) { setHidden(tip, true); return; }
+      title = `tick ${s.tick_id}`;
+      add('started', fullTime(s.started_at));
+      add('duration', ms(s.wall_ms));
+      add('start lag', ms(s.start_lag_ms));
+      if (s.overrun) add('overrun', `${s.skipped_grid_points || 0} grid points skipped`);
+      anchor = $('timing');
     } else {
-      const m = s._m.get(h.row.module);
-      title = `tick ${s.tick_id} · ${h.row.module}`;
-      if (m) tooltipModule(m, add);
-      else add('status', 'not in this tick');
+      const h = S.hover && hit(S.hover.x, S.hover.y);
+      if (!h || !h.row) { setHidden(tip, true); return; }
+      const s = h.tick;
+      if (h.row.tier !== undefined) {
+        const t = (s.tiers || []).find((x) => x.index === h.row.index);
+        title = `tick ${s.tick_id} · tier ${h.row.tier}`;
+        add('started', fullTime(s.started_at));
+        if (t) {
+          add('status', t.status);
+          add('budget use', `${ms(t.elapsed_ms)} of ${ms(t.budget_ms)} (${((100 * t.elapsed_ms) / (t.budget_ms || 1)).toFixed(0)}%)`);
+          if (t.budget_exhausted) add('budget', 'exhausted');
+          add('reason', t.reason);
+        }
+      } else {
+        const m = s._m.get(h.row.module);
+        title = `tick ${s.tick_id} · ${h.row.module}`;
+        add('started', fullTime(s.started_at));
+        if (m) tooltipModule(m, s, add);
+        else add('status', 'not in this tick');
+      }
+      anchor = $('heatmap');
     }
     tip.replaceChildren(el('strong', null, title), dl);
     tip.hidden = false;
-    const r = $('heatmap').getBoundingClientRect();
+    const r = anchor.getBoundingClientRect();
     const px = r.left + S.hover.x + 14;
     const py = r.top + S.hover.y + 14;
-    tip.style.left = Math.min(px, window.innerWidth - tip.offsetWidth - 8) + 'px';
+    tip.style.left = Math.max(4, Math.min(px, window.innerWidth - tip.offsetWidth - 8)) + 'px';
     tip.style.top = (py + tip.offsetHeight > window.innerHeight ? py - tip.offsetHeight - 24 : py) + 'px';
   }
 
-  function tooltipModule(m, add) {
-    add('status', `${(STATUS[m.status] || UNKNOWN).g} ${m.status}`);
+  function tooltipModule(m, s, add) {
+    const st = statusOf(m, s);
+    add('status', `${styleOf(st).g} ${st === 'idle' ? 'idle: emergency-only, not in emergency mode' : m.status}`);
+    if (st === 'idle') return;
     add('attempts', m.attempts);
-    add('latency', ms(m.latency_ms));
+    if (m.attempts) add('latency', ms(m.latency_ms));
     add('fault kind', m.fault_kind);
     add('error', m.error);
     add('circuit', `${m.breaker || ''} ${m.circuit_state || ''}`.trim());
-    const sv = m.served || {};
-    const flags = [sv.stale && 'stale', sv.expired && 'expired', sv.derived_from_stale && 'derived from stale'].filter(Boolean).join(', ');
-    add('served', `${sv.key || ''} from ${sv.source || '–'}${sv.source && sv.source !== 'live' ? ', age ' + age(sv.age_ms || 0) : ''}${flags ? ' (' + flags + ')' : ''}`);
+    add('served', servedText(m, st));
   }
 
   // ---- tick details -------------------------------------------------------------------
 
+  // openTick opens the dialog of summary s and selects its tick.
   function openTick(s) {
+    S.sel.tick = s.tick_id;
+    S.sel.details = true;
+    mark('ticks', 'events', 'modview', 'url');
     const kv = (k, v) => el('tr', null, el('th', null, k), el('td', null, v));
-    const head = el('table', null, el('tbody', null,
+    // The values wrap (.td-head): a long list of degraded keys is read whole, not cut.
+    const head = el('table', { class: 'td-head' }, el('tbody', null,
       kv('finish', s.finish), kv('severity', s.overall_severity),
-      kv('scheduled', s.scheduled_at), kv('started', s.started_at), kv('finished', s.finished_at),
+      kv('scheduled', fullTime(s.scheduled_at)), kv('started', fullTime(s.started_at)), kv('finished', fullTime(s.finished_at)),
       kv('start lag', ms(s.start_lag_ms)), kv('wall', ms(s.wall_ms)),
       kv('overrun', s.overrun ? `yes, ${s.skipped_grid_points || 0} grid points skipped` : 'no'),
       kv('emergency', s.emergency_mode ? `active since tick ${s.emergency.since_tick}: ${s.emergency.reason}` : 'no'),
@@ -721,10 +1242,13 @@
         el('td', null, ms(t.elapsed_ms)), el('td', null, ms(t.budget_ms)), el('td', null, t.budget_exhausted ? 'yes' : '')))));
     const mods = el('table', null,
       el('thead', null, el('tr', null, ...['module', 'tier', 'status', 'att.', 'latency', 'fault', 'served', 'error'].map((h) => el('th', null, h)))),
-      el('tbody', null, ...(s.modules || []).map((m) => el('tr', null, el('td', null, m.name), el('td', null, m.tier),
-        el('td', null, `${(STATUS[m.status] || UNKNOWN).g} ${m.status}`), el('td', null, m.attempts), el('td', null, ms(m.latency_ms)),
-        el('td', null, m.fault_kind), el('td', null, m.served ? `${m.served.source}${m.served.stale ? ' (stale)' : ''}${m.served.expired ? ' (expired)' : ''}` : ''),
-        el('td', { class: 'key' }, m.error)))));
+      el('tbody', null, ...(s.modules || []).map((m) => {
+        const st = statusOf(m, s);
+        return el('tr', null, el('td', { class: 'name' }, m.name), el('td', null, m.tier),
+          el('td', null, `${styleOf(st).g} ${st.replace('_', ' ')}`), el('td', null, m.attempts), el('td', null, m.attempts ? ms(m.latency_ms) : '–'),
+          el('td', null, m.fault_kind), el('td', { class: 'name' }, servedText(m, st)),
+          el('td', { class: 'key' }, m.error));
+      })));
     const raw = { ...s };
     delete raw._m;
     $('td-title').textContent = `Tick ${s.tick_id}`;
@@ -737,6 +1261,9 @@
 
   // ---- timing chart -------------------------------------------------------------------
 
+  // renderTiming draws the timing chart: a log scale whose labels have a gutter of their
+  // own on the left (the lines never run under them), the ticks of the heat map in as
+  // many slots, and the wall-clock axis of the heat map below.
   function renderTiming() {
     const canvas = $('timing');
     const g = S.geom || heatGeometry();
@@ -752,6 +1279,7 @@
     const ctx = canvas.getContext('2d');
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.clearRect(0, 0, cssW, cssH);
+    ctx.font = '10px system-ui, sans-serif';
     const last = ticks[ticks.length - 1];
     const period = S.periodMs || inferPeriod(ticks);
     const budget = last ? (last.tiers || []).reduce((a, t) => a + (t.budget_ms || 0), 0) : 0;
@@ -760,44 +1288,73 @@
     let hi = Math.max(period, budget, 1);
     for (const s of ticks) hi = Math.max(hi, s.wall_ms, s.start_lag_ms);
     const lo = 0.01;
-    const top = 14, bottom = cssH - 16;
+    const top = 14, bottom = cssH - 30;
     const yOf = (v) => bottom - ((Math.log10(Math.max(v, lo)) - Math.log10(lo)) / (Math.log10(hi * 1.2) - Math.log10(lo))) * (bottom - top);
-    timingGrid(ctx, cssW, yOf, lo, hi);
-    const hline = (v, col, dash, label) => {
-      if (!v) return;
+    const grid = [];
+    for (let v = lo; v <= hi * 1.2; v *= 10) grid.push({ v, text: v < 1 ? `${Math.round(v * 1000)} µs` : `${Math.round(v)} ms` });
+    const labelW = Math.ceil(Math.max(0, ...grid.map((l) => ctx.measureText(l.text).width)));
+    const left = labelW + 6; // the plot starts right of the scale's labels
+    const plotW = Math.max(1, cssW - left);
+    T.timingPlot = { left, plotW, cols: g.cols || VIEW, ticks };
+    for (const l of grid) {
+      ctx.fillStyle = colours.line;
+      ctx.fillRect(left, Math.round(yOf(l.v)), plotW, 1);
+      ctx.fillStyle = colours.muted;
+      ctx.textAlign = 'right';
+      ctx.textBaseline = 'middle';
+      ctx.fillText(l.text, labelW + 2, yOf(l.v));
+    }
+    const hlines = [[period, colours.fg, [6, 4], 'period'], [budget, colours.bad, [2, 3], 'budgets']].filter((h) => h[0]);
+    for (const [v, col, dash] of hlines) {
       ctx.strokeStyle = col; ctx.setLineDash(dash); ctx.lineWidth = 1.5;
-      ctx.beginPath(); ctx.moveTo(0, yOf(v)); ctx.lineTo(cssW, yOf(v)); ctx.stroke();
-      ctx.setLineDash([]); ctx.fillStyle = col; ctx.textAlign = 'right'; ctx.textBaseline = 'bottom';
-      ctx.fillText(`${label} ${ms(v)}`, cssW - 2, yOf(v) - 1);
-    };
-    hline(period, colours.fg, [6, 4], 'period');
-    hline(budget, colours.bad, [2, 3], 'budgets');
+      ctx.beginPath(); ctx.moveTo(left, yOf(v)); ctx.lineTo(cssW, yOf(v)); ctx.stroke();
+    }
+    ctx.setLineDash([]);
     // The same time axis as the heat map: g.cols slots, oldest on the left.
-    const x = (i) => ((i + 0.5) * cssW) / (g.cols || VIEW);
+    const x = (i) => left + ((i + 0.5) * plotW) / (g.cols || VIEW);
     series(ctx, ticks, x, yOf, 'wall_ms', colours.probe);
     series(ctx, ticks, x, yOf, 'start_lag_ms', colours.warn);
+    // The lines' labels on a background of their own, over the series.
+    ctx.textAlign = 'right'; ctx.textBaseline = 'bottom';
+    for (const [v, col, , label] of hlines) {
+      const text = `${label} ${ms(v)}`;
+      const w = ctx.measureText(text).width;
+      ctx.fillStyle = colours.card;
+      ctx.fillRect(cssW - w - 4, yOf(v) - 12, w + 4, 11);
+      ctx.fillStyle = col;
+      ctx.fillText(text, cssW - 2, yOf(v) - 1);
+    }
     ctx.textAlign = 'center'; ctx.textBaseline = 'top';
     let overruns = 0, skipped = 0;
     ticks.forEach((s, i) => {
       if (s.overrun) { overruns++; ctx.fillStyle = colours.bad; ctx.fillText('▲', x(i), 0); }
-      if (s.skipped_grid_points > 0) { skipped += s.skipped_grid_points; ctx.fillStyle = colours.open; ctx.fillText('◆', x(i), cssH - 13); }
+      if (s.skipped_grid_points > 0) { skipped += s.skipped_grid_points; ctx.fillStyle = colours.open; ctx.fillText('◆', x(i), bottom + 2); }
     });
+    const axis = timeAxis(ticks, x, cssW, AXIS_GAP);
+    ctx.textAlign = 'left';
+    for (const l of axis) {
+      ctx.fillStyle = colours.line;
+      ctx.fillRect(Math.round(l.x), cssH - 14, 1, 14);
+      ctx.fillStyle = colours.muted;
+      ctx.fillText(l.text, l.x + 2, cssH - 12);
+    }
+    const ds = canvas.dataset;
+    ds.axis = axis.map((l) => l.text).join('|');
+    ds.axisX = axis.map((l) => Math.round(l.x)).join('|');
+    ds.plotLeft = String(left);
+    ds.scaleRight = String(labelW + 2);
     const lags = ticks.map((s) => s.start_lag_ms).sort((a, b) => a - b);
     const p = (q) => (lags.length ? lags[Math.min(lags.length - 1, Math.floor(q * lags.length))] : undefined);
     setText($('tm-stats'), ticks.length
       ? `lag p50 ${ms(p(0.5))} · p99 ${ms(p(0.99))} · overruns ${overruns} · skipped grid points ${skipped}` : '');
   }
 
-  function timingGrid(ctx, w, yOf, lo, hi) {
-    ctx.font = '10px system-ui, sans-serif';
-    ctx.textAlign = 'left';
-    ctx.textBaseline = 'bottom';
-    for (let v = lo; v <= hi * 1.2; v *= 10) {
-      ctx.fillStyle = colours.line;
-      ctx.fillRect(0, Math.round(yOf(v)), w, 1);
-      ctx.fillStyle = colours.muted;
-      ctx.fillText(v < 1 ? `${Math.round(v * 1000)} µs` : `${Math.round(v)} ms`, 2, yOf(v) - 1);
-    }
+  // timingHit returns the tick of the timing chart's slot at x (CSS pixels), or null.
+  function timingHit(x) {
+    const p = T.timingPlot;
+    if (!p) return null;
+    const i = Math.floor(((x - p.left) * p.cols) / p.plotW);
+    return i >= 0 && i < p.ticks.length ? p.ticks[i] : null;
   }
 
   function series(ctx, ticks, x, yOf, field, col) {
@@ -887,26 +1444,58 @@
 
   // ---- blackboard ---------------------------------------------------------------------
 
+  // renderBoard draws the blackboard. The key of an emergency-only module outside
+  // emergency mode is idle (nothing is expected of it), not an expired error.
   function renderBoard() {
     const b = S.board;
     if (!b) return;
+    const last = S.ticks[S.ticks.length - 1];
+    const inEmergency = !!(last && last.emergency_mode);
+    const emOnly = new Set(S.modules.filter((m) => m.spec && m.spec.emergency).map((m) => m.name));
     $('bb-tick').textContent = `after tick ${b.tick_id}`;
-    $('blackboard').tBodies[0].replaceChildren(...(b.entries || []).map((e) => el('tr', { 'data-key': e.key },
-      el('td', { class: 'key', title: e.module ? `written by ${e.module}` : '' }, e.key),
-      el('td', { class: `src-${e.source}` }, e.source === 'live' ? '● live' : e.source === 'last_good' ? '◐ last good' : '○ none'),
-      el('td', null, e.stale ? el('span', { class: 'badge src-last_good' }, 'stale') : '',
-        e.expired ? el('span', { class: 'badge src-none' }, 'expired') : '',
-        e.derived_from_stale ? el('span', { class: 'badge' }, 'derived') : ''),
-      el('td', null, e.source === 'none' && !e.expired ? '–' : age(e.age_ms || 0)))));
+    $('blackboard').tBodies[0].replaceChildren(...(b.entries || []).map((e) => {
+      const idle = !inEmergency && emOnly.has(e.module) && e.source !== 'live';
+      return el('tr', { 'data-key': e.key },
+        el('td', { class: 'key', title: e.module ? `written by ${e.module}` : '' }, e.key),
+        idle ? el('td', { class: 'idle', title: 'the module runs only in emergency mode' }, '· idle')
+          : el('td', { class: `src-${e.source}` }, e.source === 'live' ? '● live' : e.source === 'last_good' ? '◐ last good' : '○ none'),
+        el('td', null, idle ? el('span', { class: 'badge idle' }, 'emergency-only') : '',
+          e.stale && !idle ? el('span', { class: 'badge src-last_good' }, 'stale') : '',
+          e.expired && !idle ? el('span', { class: 'badge src-none' }, 'expired') : '',
+          e.derived_from_stale ? el('span', { class: 'badge' }, 'derived') : ''),
+        el('td', null, idle || (e.source === 'none' && !e.expired) ? '–' : age(e.age_ms || 0)));
+    }));
+  }
+
+  // fillSelect sets the options of a select to names (after the fixed ones of first),
+  // keeping its value.
+  function fillSelect(sel, names, first = []) {
+    const current = sel.value;
+    const all = [...first, ...names.map((n) => [n, n])];
+    if (all.map((o) => o[0]).join(',') === [...sel.options].map((o) => o.value).join(',')) return;
+    sel.replaceChildren(...all.map(([v, t]) => el('option', { value: v }, t)));
+    sel.value = all.some((o) => o[0] === current) ? current : (all[0] || [''])[0];
   }
 
   function renderModules() {
-    const sel = $('fi-module');
-    const current = sel.value;
-    const names = S.modules.filter((m) => m.kind === 'builtin').map((m) => m.name).sort();
-    if (names.join(',') === [...sel.options].map((o) => o.value).join(',')) return;
-    sel.replaceChildren(...names.map((n) => el('option', { value: n }, n)));
-    if (names.includes(current)) sel.value = current;
+    fillSelect($('fi-module'), S.modules.filter((m) => m.kind === 'builtin').map((m) => m.name).sort());
+    renderFilters();
+  }
+
+  // renderFilters shows the filter in its selects (the module select lists the modules
+  // known and the one filtered on) and the search's state.
+  function renderFilters() {
+    const names = new Set(S.modules.map((m) => m.name));
+    if (S.filter.module) names.add(S.filter.module);
+    fillSelect($('f-module'), [...names].sort(), [['', 'any']]);
+    for (const k of ['severity', 'module', 'status']) {
+      const sel = $('f-' + k);
+      if (sel.value !== S.filter[k]) sel.value = S.filter[k];
+    }
+    const f = S.filt;
+    const form = $('filters');
+    if (!!f !== form.hasAttribute('data-active')) form.toggleAttribute('data-active', !!f);
+    setText($('f-state'), !f ? '' : f.error ? `search failed: ${f.error}` : f.loaded ? `showing matching ticks only (${f.ticks.length} found)` : 'searching…');
   }
 
   // ---- messages and admin actions ---------------------------------------------------
@@ -1024,6 +1613,24 @@
     hm.addEventListener('pointermove', (e) => { S.hover = { x: e.offsetX, y: e.offsetY }; mark('hover'); });
     hm.addEventListener('pointerleave', () => { S.hover = null; mark('hover'); });
     hm.addEventListener('click', (e) => { const h = hit(e.offsetX, e.offsetY); if (h) openTick(h.tick); });
+    const tm = $('timing');
+    tm.addEventListener('pointermove', (e) => { S.hover = { x: e.offsetX, y: e.offsetY, chart: true }; mark('hover'); });
+    tm.addEventListener('pointerleave', () => { S.hover = null; mark('hover'); });
+    // A module's label (cut on a narrow screen: its title has the whole name) opens the
+    // module's view, which names it whole, by click, tap or keyboard.
+    const labels = $('hm-labels');
+    labels.addEventListener('click', (e) => { const d = e.target.closest('[data-module]'); if (d) openModule(d.dataset.module); });
+    labels.addEventListener('keydown', (e) => {
+      const d = e.target.closest('[data-module]');
+      if (d && (e.key === 'Enter' || e.key === ' ')) { e.preventDefault(); openModule(d.dataset.module); }
+    });
+    $('mv-close').addEventListener('click', () => { S.sel.module = ''; mark('modview', 'ticks', 'url'); });
+    const readFilter = () => setFilter({ severity: $('f-severity').value, module: $('f-module').value, status: $('f-status').value });
+    $('filters').addEventListener('change', readFilter);
+    $('filters').addEventListener('submit', (e) => { e.preventDefault(); readFilter(); });
+    $('f-clear').addEventListener('click', () => setFilter({}));
+    $('tick-dialog').addEventListener('close', () => { S.sel.details = false; mark('url'); });
+    window.addEventListener('hashchange', () => { if (location.hash.slice(1) !== hashWritten) applyHash(); });
     $('hm-wrap').addEventListener('wheel', (e) => {
       const dx = Math.abs(e.deltaX) > Math.abs(e.deltaY) ? e.deltaX : e.shiftKey ? e.deltaY : 0;
       if (!dx) return;
@@ -1032,7 +1639,7 @@
     }, { passive: false });
     $('hm-older').addEventListener('click', () => shiftView(-Math.round(VIEW / 2)));
     $('hm-newer').addEventListener('click', () => shiftView(Math.round(VIEW / 2)));
-    $('hm-live').addEventListener('click', () => { S.viewEnd = null; mark('ticks'); });
+    $('hm-live').addEventListener('click', () => { S.viewEnd = null; mark('ticks', 'url'); });
     $('td-close').addEventListener('click', () => $('tick-dialog').close());
     $('message-close').addEventListener('click', () => { $('message').hidden = true; });
     $('em-reset').addEventListener('click', () => admin('POST', '/emergency/reset', undefined, 'Reset emergency'));
@@ -1049,14 +1656,18 @@
   // from the history when the window reaches the oldest tick loaded.
   function shiftView(n) {
     const cols = (S.geom && S.geom.cols) || VIEW;
-    const end = S.viewEnd === null ? S.ticks.length : S.viewEnd;
-    let next = Math.max(Math.min(cols, S.ticks.length), Math.min(S.ticks.length, end + n));
-    if (n < 0 && next - cols <= 0) loadOlder();
-    S.viewEnd = next >= S.ticks.length ? null : next;
+    const L = cur();
+    const end = S.viewEnd === null ? L.ticks.length : S.viewEnd;
+    const next = Math.max(Math.min(cols, L.ticks.length), Math.min(L.ticks.length, end + n));
+    if (n < 0 && next - cols <= 0) loadOlder(L);
+    S.viewEnd = next >= L.ticks.length ? null : next;
     mark('ticks', 'hover');
   }
 
+  // legend draws the status legend from STATUS, and offers the statuses the search takes
+  // (those that are not nominal) in the status filter.
   function legend() {
+    fillSelect($('f-status'), Object.keys(STATUS).filter((k) => !STATUS[k].nominal && !STATUS[k].derived), [['', 'any']]);
     const ul = $('legend');
     const items = Object.entries(STATUS).map(([name, st]) => {
       const c = el('canvas', { width: 12 * 2, height: ROW_H * 2, 'aria-hidden': 'true' });
@@ -1096,16 +1707,18 @@
     $('hm-labels').style.setProperty('--row-h', ROW_H + 'px');
     watchSizes();
     document.addEventListener('visibilitychange', onVisibility);
-    mark('conn', 'ticks');
+    mark('conn', 'ticks', 'events');
     loadConfig();
     refreshModules();
     pollPanels();
     setInterval(pollPanels, POLL_MS);
+    setInterval(pollEvents, EVENTS_POLL_MS);
+    // The view the URL names is opened once the first page of ticks is in.
+    loadOlder(S).then(applyHash);
     setInterval(() => { if (!document.hidden) refreshModules(); }, 10000);
     setInterval(() => { if (S.countdownRunning && !document.hidden) mark('countdown'); }, 100);
     if (FORCE_POLL) {
       T.mode = 'poll';
-      loadOlder();
       pollLoop();
     } else if (window.BroadcastChannel && navigator.locks) {
       startShared();

@@ -404,28 +404,70 @@ func dashPhone(t *testing.T, ctx context.Context) {
 		document.getElementById('heatmap').clientWidth <= window.innerWidth && Number(document.getElementById('heatmap').dataset.columns) > 0`)
 }
 
-// TestDashboardScreenshot writes docs/dashboard.png: the dashboard on the embedded demo
-// configuration after 20 s of ticks. It runs only with UPDATE_SCREENSHOT=1.
+// TestDashboardScreenshot writes the screenshots of docs/ that the README shows, on the
+// embedded demo configuration after 20 s of ticks: docs/dashboard.png (a desktop, with a
+// tooltip), docs/dashboard-phone.png (390×844, a module's view open) and
+// docs/dashboard-emergency.png (a failing safety module: the banner and the timeline).
+// It runs only with UPDATE_SCREENSHOT=1; each file must stay under 1 MiB.
 func TestDashboardScreenshot(t *testing.T) {
 	if os.Getenv("UPDATE_SCREENSHOT") != "1" {
-		t.Skip("set UPDATE_SCREENSHOT=1 to rewrite docs/dashboard.png")
+		t.Skip("set UPDATE_SCREENSHOT=1 to rewrite docs/dashboard*.png")
 	}
 	d := start(t, []string{"CYCLED_HTTP_ADDR=127.0.0.1:0", "CYCLED_STATE_DIR=" + t.TempDir()})
 	ctx := newBrowser(t)
+	save := func(name string, png []byte) {
+		t.Helper()
+		if len(png) >= 1<<20 {
+			t.Fatalf("%s is %d bytes, not under 1 MiB", name, len(png))
+		}
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 1400), chromedp.Navigate(d.base+"/")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, 60*time.Second, "200 ticks", `document.getElementById('heatmap').dataset.columns === '200'`)
-	if err := chromedp.Do(ctx, pointAtCell(170, 5, false)); err != nil {
+	waitFor(t, ctx, 60*time.Second, "200 ticks", `document.getElementById('heatmap').dataset.columns === '200' &&
+		document.querySelectorAll('#events li[data-kind]').length > 0`)
+	if err := chromedp.Do(ctx, pointAtCell(100, 5, false)); err != nil {
 		t.Fatal(err)
 	}
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join("..", "..", "docs", "dashboard.png"), png, 0o644); err != nil {
+	save("dashboard.png", png)
+
+	if err := chromedp.Do(ctx, chromedp.MouseEvent("mouseMoved", 1, 1),
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Click(chromedp.CSS(`#hm-labels [data-module="memory_recall"]`))); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, ctx, 5*time.Second, "module view", `!document.getElementById('module-view').hidden`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`)); err != nil {
+		t.Fatal(err)
+	}
+	if png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
+		t.Fatal(err)
+	}
+	save("dashboard-phone.png", png)
+
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("mv-close")), chromedp.EmulateReset(), chromedp.EmulateViewport(1280, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	if st := d.do("POST", "/modules/collision_guard/faults", `{"fail_rate": 1}`, nil); st != http.StatusOK {
+		t.Fatalf("inject = %d", st)
+	}
+	waitFor(t, ctx, 10*time.Second, "emergency on the banner, the timeline and the blackboard", bannerShown+
+		` && !!document.querySelector('#events li[data-kind="emergency_entered"]') &&
+		document.querySelector('#blackboard tr[data-key="safe_stop.result"]').textContent.includes('live')`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`)); err != nil {
+		t.Fatal(err)
+	}
+	if png, err = chromedp.Run(ctx, chromedp.CaptureScreenshot()); err != nil {
+		t.Fatal(err)
+	}
+	save("dashboard-emergency.png", png)
 }
 
 // TestDashboardNoToken: on a loopback daemon with no admin token, the page's own admin

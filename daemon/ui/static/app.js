@@ -198,6 +198,9 @@
   function setHidden(e, v) {
     if (e.hidden !== v) e.hidden = v;
   }
+  function setData(e, k, v) {
+    if (e.dataset[k] !== v) e.dataset[k] = v;
+  }
 
   // el builds an element: el('td', {class: 'x'}, 'text', child).
   function el(tag, attrs, ...children) {
@@ -232,6 +235,7 @@
   }
 
   function prepare(sum) {
+    sum._t = Date.parse(sum.started_at); // ms since the epoch, for the time axes
     sum._m = new Map();
     for (const m of sum.modules || []) sum._m.set(m.name, m);
     return sum;
@@ -854,7 +858,7 @@
       const st = statusOf(m, s);
       return el('tr', { 'aria-current': s.tick_id === S.sel.tick ? 'true' : null },
         el('td', null, el('button', { type: 'button', class: 'small', onclick: () => selectTick(s.tick_id, true) }, String(s.tick_id))),
-        el('td', null, clock(Date.parse(s.started_at), 1)),
+        el('td', null, clock(s._t, 1)),
         el('td', null, `${styleOf(st).g} ${st.replace('_', ' ')}`),
         el('td', null, m.attempts),
         el('td', null, m.attempts ? ms(m.latency_ms) : '–'),
@@ -900,7 +904,7 @@
   // before it, none that would pass right.
   function timeAxis(ticks, x, right, gap) {
     if (!ticks.length) return [];
-    const t = ticks.map((s) => Date.parse(s.started_at));
+    const t = ticks.map((s) => s._t);
     const span = Math.max(1, t[t.length - 1] - t[0]);
     const room = Math.max(1, Math.floor((x(ticks.length - 1) - x(0)) / gap));
     const step = STEPS.find((st) => span / st <= room) || STEPS[STEPS.length - 1];
@@ -916,19 +920,21 @@
     return out;
   }
 
-  // renderAxis writes the heat map's time axis (DOM: readable, selectable), only when it
-  // changed.
-  let axisDrawn = '';
+  // renderAxis writes the heat map's time axis (DOM: readable, selectable). As ticks come
+  // its labels move left: the spans are kept and moved by a transform (no layout), and
+  // written only where they changed.
   function renderAxis(ticks, g) {
     const labels = timeAxis(ticks, (i) => i * g.cellW + g.cellW / 2, g.cssW, AXIS_GAP);
-    const key = labels.map((l) => `${l.x}:${l.text}`).join('|');
-    if (key === axisDrawn) return;
-    axisDrawn = key;
-    $('hm-axis').replaceChildren(...labels.map((l) => {
-      const e = el('span', { 'data-tick': l.tick }, l.text);
-      e.style.left = Math.round(l.x) + 'px';
-      return e;
-    }));
+    const axis = $('hm-axis');
+    while (axis.children.length > labels.length) axis.lastChild.remove();
+    while (axis.children.length < labels.length) axis.append(el('span'));
+    labels.forEach((l, i) => {
+      const e = axis.children[i];
+      setText(e, l.text);
+      setData(e, 'tick', String(l.tick));
+      const tf = `translateX(${Math.round(l.x)}px)`;
+      if (e.style.transform !== tf) e.style.transform = tf;
+    });
   }
   const AXIS_GAP = 84; // px between time labels: "00:00:00.000" at 10 px and a margin
 
@@ -1087,13 +1093,15 @@
     const si = S.sel.tick ? ticks.findIndex((x) => x.tick_id === S.sel.tick) : -1;
     const sel = $('hm-sel');
     setHidden(sel, si < 0);
-    hm.selected = si < 0 ? '' : String(S.sel.tick);
+    setData(canvas, 'selected', si < 0 ? '' : String(S.sel.tick));
     if (si >= 0) {
-      sel.style.left = si * g.cellW + 'px';
-      sel.style.width = g.cellW + 'px';
-      sel.style.height = cssH + 'px';
+      const box = `${si * g.cellW}px|${g.cellW}px|${cssH}px`;
+      if (sel.dataset.box !== box) {
+        sel.dataset.box = box;
+        [sel.style.left, sel.style.width, sel.style.height] = box.split('|');
+      }
     }
-    const range = ticks.length ? `ticks ${ticks[0].tick_id}–${ticks[ticks.length - 1].tick_id}, ${clock(Date.parse(ticks[0].started_at), 1000)}–${clock(Date.parse(ticks[ticks.length - 1].started_at), 1000)}` : '';
+    const range = ticks.length ? `ticks ${ticks[0].tick_id}–${ticks[ticks.length - 1].tick_id}, ${clock(ticks[0]._t, 1000)}–${clock(ticks[ticks.length - 1]._t, 1000)}` : '';
     setText($('hm-range'), S.filt
       ? (ticks.length ? `${range} · ${S.filt.ticks.length} matching ticks${S.viewEnd === null ? ' (live)' : ' (paused)'}` : S.filt.loaded ? 'no matching ticks' : 'searching…')
       : ticks.length ? `${range}${S.viewEnd === null ? ' (live)' : ' (paused: history)'} · ${S.ticks.length} loaded` : 'waiting for ticks…');
@@ -1251,6 +1259,7 @@
       })));
     const raw = { ...s };
     delete raw._m;
+    delete raw._t;
     $('td-title').textContent = `Tick ${s.tick_id}`;
     $('td-body').replaceChildren(head, el('h3', null, 'Tiers'), el('div', { class: 'scroll' }, tiers),
       el('h3', null, 'Modules'), el('div', { class: 'scroll' }, mods),
@@ -1338,11 +1347,10 @@
       ctx.fillStyle = colours.muted;
       ctx.fillText(l.text, l.x + 2, cssH - 12);
     }
-    const ds = canvas.dataset;
-    ds.axis = axis.map((l) => l.text).join('|');
-    ds.axisX = axis.map((l) => Math.round(l.x)).join('|');
-    ds.plotLeft = String(left);
-    ds.scaleRight = String(labelW + 2);
+    setData(canvas, 'axis', axis.map((l) => l.text).join('|'));
+    setData(canvas, 'axisX', axis.map((l) => Math.round(l.x)).join('|'));
+    setData(canvas, 'plotLeft', String(left));
+    setData(canvas, 'scaleRight', String(labelW + 2));
     const lags = ticks.map((s) => s.start_lag_ms).sort((a, b) => a - b);
     const p = (q) => (lags.length ? lags[Math.min(lags.length - 1, Math.floor(q * lags.length))] : undefined);
     setText($('tm-stats'), ticks.length

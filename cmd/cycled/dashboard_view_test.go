@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -89,14 +90,26 @@ func TestDashboardView(t *testing.T) {
 	}
 	waitFor(t, ctx, 10*time.Second, "live", `document.getElementById('conn').dataset.state === 'live' && `+heatmapIs(200, last))
 
-	t.Run("TimeAxis", func(t *testing.T) { viewTimeAxis(t, ctx) })
-	t.Run("Timeline", func(t *testing.T) { viewTimeline(t, ctx, entered.TickID, opened.TickID) })
-	t.Run("LinkToTick", func(t *testing.T) { sameViewInNewTab(t, ctx) })
-	t.Run("Filter", func(t *testing.T) { viewFilter(t, ctx, d) })
-	t.Run("LinkToFilteredModule", func(t *testing.T) { viewFilteredModuleLink(t, ctx) })
-	t.Run("EmergencyOnlyIdle", func(t *testing.T) { viewIdle(t, ctx, d) })
-	t.Run("DialogKeys", func(t *testing.T) { viewDialogKeys(t, ctx, d, entered.TickID) })
-	t.Run("Phone", func(t *testing.T) { viewPhone(t, ctx) })
+	// Each part runs with the first tab in front: the tabs a part opens to follow a link
+	// hide it, and a hidden page draws nothing.
+	run := func(name string, f func(t *testing.T)) {
+		t.Run(name, func(t *testing.T) {
+			if _, err := chromedp.Call(ctx, page.BringToFront, struct{}{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, ctx, 5*time.Second, "the first tab shown", `!document.hidden`)
+			f(t)
+		})
+	}
+	run("TimeAxis", func(t *testing.T) { viewTimeAxis(t, ctx) })
+	run("Timeline", func(t *testing.T) { viewTimeline(t, ctx, entered.TickID, opened.TickID) })
+	run("LinkToTick", func(t *testing.T) { sameViewInNewTab(t, ctx) })
+	run("Filter", func(t *testing.T) { viewFilter(t, ctx, d) })
+	run("LinkToFilteredModule", func(t *testing.T) { viewFilteredModuleLink(t, ctx) })
+	run("TimeWindow", func(t *testing.T) { viewTimeWindow(t, ctx, d, entered.TickID) })
+	run("EmergencyOnlyIdle", func(t *testing.T) { viewIdle(t, ctx, d) })
+	run("DialogKeys", func(t *testing.T) { viewDialogKeys(t, ctx, d, entered.TickID) })
+	run("Phone", func(t *testing.T) { viewPhone(t, ctx) })
 	if errs := console.list(); len(errs) > 0 {
 		t.Fatalf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
@@ -279,11 +292,39 @@ func viewFilteredModuleLink(t *testing.T, ctx context.Context) {
 			/served .*live \d+/.test(document.getElementById('mv-stats').textContent) &&
 			document.querySelector('#mv-lines tbody').textContent.includes('failed') && location.hash.includes('mod=camera'); })()`)
 	sameViewInNewTab(t, ctx)
+	if _, err := chromedp.Call(ctx, page.BringToFront, struct{}{}); err != nil {
+		t.Fatal(err)
+	}
 	// Back to the unfiltered live view for the next tests.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("f-clear")), chromedp.Click(chromedp.ID("mv-close"))); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, 5*time.Second, "unfiltered", `document.getElementById('heatmap').dataset.columns === '200' && !location.hash.includes('status=')`)
+}
+
+// viewTimeWindow opens a link whose filter is a time window (since, until: RFC 3339, as
+// the API takes them) around one failed tick: the heat map shows that tick alone, and
+// the window's inputs show it in local time.
+func viewTimeWindow(t *testing.T, ctx context.Context, d *daemon, id uint64) {
+	var s struct {
+		StartedAt time.Time `json:"started_at"`
+	}
+	if st := d.do("GET", fmt.Sprintf("/ticks/%d", id), "", &s); st != http.StatusOK {
+		t.Fatalf("GET /ticks/%d = %d", id, st)
+	}
+	since, until := s.StartedAt, s.StartedAt.Add(time.Microsecond) // until is exclusive
+	url := fmt.Sprintf("%s/#status=failed&since=%s&until=%s", evalString(t, ctx, `location.origin`),
+		since.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
+	tab := openTabs(t, ctx, url, 1)[0]
+	waitFor(t, tab, 10*time.Second, "the window's one failed tick", heatmapIs(1, id)+` &&
+		document.getElementById('f-since').value !== '' && document.getElementById('f-until').value !== '' &&
+		document.getElementById('f-status').value === 'failed'`)
+	// A window that ends before it starts is the API's error, said beside the filters.
+	if _, err := chromedp.Run(tab, chromedp.Evaluate[chromedp.Void](`(() => { const u = document.getElementById('f-until');
+		u.value = '2000-01-01T00:00:00'; u.dispatchEvent(new Event('change', {bubbles: true})); })()`)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, tab, 5*time.Second, "the API's error", `document.getElementById('f-state').textContent === 'search failed: until must be after since'`)
 }
 
 // rowOf returns the heat map row of module name.

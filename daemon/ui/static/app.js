@@ -110,7 +110,7 @@
     rowsKey: '',
     // The selection, carried by the URL's hash (see readHash, writeHash).
     sel: { tick: 0, module: '', details: false },
-    filter: { severity: '', module: '', status: '' },
+    filter: { severity: '', module: '', status: '', since: '', until: '' }, // since, until: RFC 3339
     filt: null, // the search's answer while a filter is set: {key, ticks, noOlder, error}
     events: [], // the timeline, ascending time, at most MAX_EVENTS
     evKeys: new Set(),
@@ -325,10 +325,15 @@
 
   // ---- search (filters) -----------------------------------------------------------------
 
+  // FILTERS are the search's parameters the page offers (GET /ticks).
+  const FILTERS = ['severity', 'module', 'status', 'since', 'until'];
+
   // setFilter shows the ticks that pass filter f, as the API's search (GET /ticks with
-  // severity, module, status) answers them; an empty filter shows every tick again.
+  // severity, module, status, since and until) answers them; an empty filter shows every
+  // tick again.
   function setFilter(f) {
-    const next = { severity: f.severity || '', module: f.module || '', status: f.status || '' };
+    const next = {};
+    for (const k of FILTERS) next[k] = f[k] || '';
     if (JSON.stringify(next) === JSON.stringify(S.filter)) return;
     S.filter = next;
     S.filt = filterQuery() ? { ticks: [], noOlder: false, loaded: false, error: '' } : null;
@@ -789,7 +794,8 @@
   async function applyHash() {
     S.hashReady = false;
     const q = new URLSearchParams(location.hash.slice(1));
-    const f = { severity: q.get('severity'), module: q.get('module'), status: q.get('status') };
+    const f = {};
+    for (const k of FILTERS) f[k] = q.get(k);
     setFilter(f);
     if (S.filt) await refreshSearch();
     if (S.filt && !S.filt.loaded) await refreshSearch(); // a search of an earlier filter was running
@@ -881,6 +887,20 @@
       case 'none': return sv.expired ? `${sv.key}: nothing (its last value expired, age ${age(sv.age_ms || 0)})` : `${sv.key}: nothing (no value yet)`;
       default: return `${sv.key}: ${sv.source}${f}`;
     }
+  }
+
+  // toLocalInput and fromLocalInput convert between an RFC 3339 time (the API's, the
+  // URL's) and the value of a datetime-local input (the browser's local time).
+  function toLocalInput(v) {
+    const t = Date.parse(v);
+    if (!v || !t) return '';
+    const d = new Date(t);
+    const ms = d.getMilliseconds() ? '.' + pad(d.getMilliseconds(), 3) : '';
+    return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}${ms}`;
+  }
+  function fromLocalInput(v) {
+    const t = v ? new Date(v).getTime() : NaN;
+    return Number.isFinite(t) ? new Date(t).toISOString() : '';
   }
 
   // ---- time axis --------------------------------------------------------------------------
@@ -1500,6 +1520,10 @@
       const sel = $('f-' + k);
       if (sel.value !== S.filter[k]) sel.value = S.filter[k];
     }
+    for (const k of ['since', 'until']) {
+      const input = $('f-' + k);
+      if (fromLocalInput(input.value) !== S.filter[k]) input.value = toLocalInput(S.filter[k]);
+    }
     const f = S.filt;
     const form = $('filters');
     if (!!f !== form.hasAttribute('data-active')) form.toggleAttribute('data-active', !!f);
@@ -1633,7 +1657,8 @@
       if (d && (e.key === 'Enter' || e.key === ' ')) { e.preventDefault(); openModule(d.dataset.module); }
     });
     $('mv-close').addEventListener('click', () => { S.sel.module = ''; mark('modview', 'ticks', 'url'); });
-    const readFilter = () => setFilter({ severity: $('f-severity').value, module: $('f-module').value, status: $('f-status').value });
+    const readFilter = () => setFilter({ severity: $('f-severity').value, module: $('f-module').value, status: $('f-status').value,
+      since: fromLocalInput($('f-since').value), until: fromLocalInput($('f-until').value) });
     $('filters').addEventListener('change', readFilter);
     $('filters').addEventListener('submit', (e) => { e.preventDefault(); readFilter(); });
     $('f-clear').addEventListener('click', () => setFilter({}));

@@ -71,7 +71,9 @@
   // the operator's token fingerprint and address for admin actions. null: not shown (the
   // decision rules are for replay; a step tick is a tick, not an action to investigate;
   // a successful emergency reset is shown by its own event).
-  const who = (d) => `${d.token_name || d.token || 'no token'} from ${d.remote || '?'}`;
+  // who names the operator of an admin action: the admin token's name when the daemon has
+  // named tokens, else its fingerprint.
+  const who = (d) => `${d.name || d.token || 'no token'} from ${d.remote || '?'}`;
   const EVENTS = {
     breaker: (d) => ({ sev: d.to === 'open' ? 'bad' : d.to === 'half_open' ? 'warn' : 'ok', g: d.to === 'open' ? '○' : d.to === 'half_open' ? '◐' : '●',
       text: `breaker ${d.breaker}: ${d.from} → ${d.to}${d.reason ? ` (${d.reason})` : ''}` }),

@@ -921,23 +921,28 @@
   const STEPS = [10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3, 1800e3, 3600e3, 7200e3, 21600e3, 43200e3, 86400e3];
 
   // timeAxis returns the labels of a wall-clock axis over ticks (column i is centred at
-  // x(i)): one at the first column and at each column whose start crosses a round step,
-  // the smallest step that leaves room for them; none nearer than gap pixels to the one
-  // before it, none that would pass right.
-  function timeAxis(ticks, x, right, gap) {
+  // x(i)), left to right: one at each column whose start crosses a round step, the
+  // smallest step whose labels fit, and one at the first column when it leaves room for
+  // the next; none nearer than a label's width and a margin to the one before it, none
+  // past right. Labels are about charPx wide per character.
+  function timeAxis(ticks, x, right, charPx = 6.2) {
     if (!ticks.length) return [];
     const t = ticks.map((s) => s._t);
     const span = Math.max(1, t[t.length - 1] - t[0]);
-    const room = Math.max(1, Math.floor((x(ticks.length - 1) - x(0)) / gap));
-    const step = STEPS.find((st) => span / st <= room) || STEPS[STEPS.length - 1];
+    const width = Math.max(1, x(ticks.length - 1) - x(0));
+    const labelW = (step) => clock(0, step).length * charPx;
+    const step = STEPS.find((st) => (span / st) * (labelW(st) + 12) <= width) || STEPS[STEPS.length - 1];
+    const w = labelW(step);
+    const gap = w + 12;
+    const label = (i) => ({ x: x(i), text: clock(t[i], step), tick: ticks[i].tick_id });
+    const marks = [];
+    for (let i = 1; i < ticks.length; i++) if (Math.floor(t[i] / step) !== Math.floor(t[i - 1] / step)) marks.push(i);
     const out = [];
-    let lastX = -Infinity;
-    for (let i = 0; i < ticks.length; i++) {
-      if (i > 0 && Math.floor(t[i] / step) === Math.floor(t[i - 1] / step)) continue;
+    if (!marks.length || x(marks[0]) - x(0) >= gap) out.push(label(0));
+    for (const i of marks) {
       const xi = x(i);
-      if (xi - lastX < gap || xi + gap > right + 4) continue;
-      out.push({ x: xi, text: clock(t[i], step), tick: ticks[i].tick_id });
-      lastX = xi;
+      if ((out.length && xi - out[out.length - 1].x < gap) || xi + w > right) continue;
+      out.push(label(i));
     }
     return out;
   }
@@ -946,7 +951,7 @@
   // its labels move left: the spans are kept and moved by a transform (no layout), and
   // written only where they changed.
   function renderAxis(ticks, g) {
-    const labels = timeAxis(ticks, (i) => i * g.cellW + g.cellW / 2, g.cssW, AXIS_GAP);
+    const labels = timeAxis(ticks, (i) => i * g.cellW + g.cellW / 2, g.cssW);
     const axis = $('hm-axis');
     while (axis.children.length > labels.length) axis.lastChild.remove();
     while (axis.children.length < labels.length) axis.append(el('span'));
@@ -958,7 +963,6 @@
       if (e.style.transform !== tf) e.style.transform = tf;
     });
   }
-  const AXIS_GAP = 84; // px between time labels: "00:00:00.000" at 10 px and a margin
 
   // ---- heat map -----------------------------------------------------------------------
 
@@ -1361,7 +1365,7 @@
       if (s.overrun) { overruns++; ctx.fillStyle = colours.bad; ctx.fillText('▲', x(i), 0); }
       if (s.skipped_grid_points > 0) { skipped += s.skipped_grid_points; ctx.fillStyle = colours.open; ctx.fillText('◆', x(i), bottom + 2); }
     });
-    const axis = timeAxis(ticks, x, cssW, AXIS_GAP);
+    const axis = timeAxis(ticks, x, cssW);
     ctx.textAlign = 'left';
     for (const l of axis) {
       ctx.fillStyle = colours.line;

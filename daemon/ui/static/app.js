@@ -66,14 +66,15 @@
   }
   const styleOf = (name) => STATUS[name] || UNKNOWN;
 
-  // EVENTS turns an event of the timeline (a recorded one from GET /events, or one of the
-  // stream's, named as the recorder names it) into its severity, glyph and text; who is
-  // the operator's token fingerprint and address for admin actions. null: not shown (the
-  // decision rules are for replay; a step tick is a tick, not an action to investigate;
-  // a successful emergency reset is shown by its own event).
   // who names the operator of an admin action: the admin token's name when the daemon has
-  // named tokens, else its fingerprint.
+  // named tokens, else its fingerprint; and the client's address.
   const who = (d) => `${d.name || d.token || 'no token'} from ${d.remote || '?'}`;
+
+  // EVENTS turns an event of the timeline (a recorded one from GET /events, or one of the
+  // stream's, named as the recorder names it) into its severity, glyph and text, and who
+  // acted for admin actions. null: not shown (the decision rules are for replay; a step
+  // tick is a tick, not an action to investigate; a successful emergency reset is shown
+  // by its own event).
   const EVENTS = {
     breaker: (d) => ({ sev: d.to === 'open' ? 'bad' : d.to === 'half_open' ? 'warn' : 'ok', g: d.to === 'open' ? '○' : d.to === 'half_open' ? '◐' : '●',
       text: `breaker ${d.breaker}: ${d.from} → ${d.to}${d.reason ? ` (${d.reason})` : ''}` }),
@@ -110,10 +111,11 @@
     hover: null, // {x, y} in the heat map canvas, CSS pixels
     rows: [],
     rowsKey: '',
-    // The selection, carried by the URL's hash (see readHash, writeHash).
+    // The selection, carried by the URL's hash (see hashOf, applyHash).
     sel: { tick: 0, module: '', details: false },
+    hashReady: false, // the hash the page opened with is applied: the view may be written
     filter: { severity: '', module: '', status: '', since: '', until: '' }, // since, until: RFC 3339
-    filt: null, // the search's answer while a filter is set: {key, ticks, noOlder, error}
+    filt: null, // the search's answer while a filter is set: {ticks, noOlder, loaded, error}
     events: [], // the timeline, ascending time, at most MAX_EVENTS
     evKeys: new Set(),
     evMode: '', // 'recorder' (GET /events), 'stream' (since the page opened), '' not known yet
@@ -188,6 +190,7 @@
     mark('conn', 'breakers', 'board', 'modules', 'countdown', 'events', 'filter');
     pollPanels();
     pollEvents();
+    scheduleSearch();
     refreshModules();
     refreshRole();
   }
@@ -345,8 +348,8 @@
     mark('ticks', 'filter', 'hover');
   }
 
-  // refreshSearch asks the search for its newest page and appends the matches newer than
-  // those shown. It is asked again as ticks come, at most every FILTER_REFRESH_MS.
+  // scheduleSearch asks the search again (refreshSearch) as ticks come, at most every
+  // FILTER_REFRESH_MS; a hidden tab does not ask (onVisibility does when it is shown).
   let searchTimer = 0;
   let searchAt = 0;
   function scheduleSearch() {
@@ -354,7 +357,8 @@
     searchTimer = setTimeout(() => { searchTimer = 0; refreshSearch(); }, Math.max(0, searchAt + FILTER_REFRESH_MS - performance.now()));
   }
 
-  // refreshSearch runs one search at a time: a second call gets the first one's promise.
+  // refreshSearch asks the search for its newest page and appends the matches newer than
+  // those shown; one search at a time: a second call gets the first one's promise.
   let searching = null;
   function refreshSearch() {
     if (!searching) {
@@ -762,8 +766,8 @@
   }
 
   // The URL's hash carries the view: tick (the selected tick), details (its dialog is
-  // open), mod (the module view), severity, module and status (the filter), end (the last
-  // tick of a paused window; without it the window follows the newest tick). A copied
+  // open), mod (the module view), severity, module, status, since and until (the filter),
+  // end (the last tick of a paused window; without it the window follows the newest tick). A copied
   // URL opens the same view; it is written with replaceState (no history entry per click).
   function hashOf() {
     const q = new URLSearchParams();

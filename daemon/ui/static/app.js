@@ -88,6 +88,7 @@
     config_applied: (d) => ({ sev: 'info', g: '⚙', text: `configuration generation ${d.generation} applied` }),
     module_registered: (d) => ({ sev: 'info', g: '+', text: `module ${d.module} registered${d.tier ? ` in ${d.tier}` : ''}` }),
     module_removed: (d) => ({ sev: 'info', g: '−', text: `module ${d.module} removed` }),
+    module_added: (d) => ({ sev: 'info', g: '+', text: `module ${d.module} added${d.tier ? ` in ${d.tier}` : ''} (generation ${d.generation})` }),
     admin: (d) => (d.route === 'POST /ticks' || (d.route === 'POST /emergency/reset' && d.status < 300) ? null
       : { sev: d.status < 300 ? 'info' : 'warn', g: '✎', text: `${d.route}: ${d.status}${d.path && d.path !== d.route.split(' ')[1] ? ` (${d.path})` : ''}`, who: who(d) }),
     recorder_started: (d) => ({ sev: 'info', g: '▶', text: `daemon started (run ${d.run_id || '?'})` }),
@@ -256,7 +257,9 @@
     }
     if (boot) S.boot = boot;
     if (sum.tick_id <= S.lastId) return;
+    const prev = S.ticks[S.ticks.length - 1];
     S.ticks.push(prepare(sum));
+    if (prev && S.evMode !== 'recorder' && prev.generation !== sum.generation && prev.tick_id + 1 === sum.tick_id) changeEvents(prev, sum);
     S.lastId = sum.tick_id;
     if (S.ticks.length > MAX_TICKS + 100) {
       const drop = S.ticks.length - MAX_TICKS;
@@ -653,6 +656,18 @@
     const kind = name === 'emergency' ? (d.entered ? 'emergency_entered' : 'emergency_left') : name;
     if (S.evMode === 'recorder' && name !== 'shed') { soonEvents(); return; }
     addEvents([{ key: `s:${kind}:${d.tick_id}:${d.breaker || d.level || ''}:${d.to || d.shed || ''}`, at: d.at, tick: d.tick_id, kind, data: d }]);
+  }
+
+  // changeEvents adds to the timeline, without the recorder, what a new generation of the
+  // configuration between two consecutive ticks shows (a reload or a runtime
+  // registration): the modules added and removed, else the generation applied.
+  function changeEvents(prev, s) {
+    const evs = [];
+    const ev = (kind, data) => evs.push({ key: `g:${s.tick_id}:${kind}:${data.module || ''}`, at: s.started_at, tick: s.tick_id, kind, data });
+    for (const [n, m] of s._m) if (!prev._m.has(n)) ev('module_added', { module: n, tier: m.tier, generation: s.generation });
+    for (const n of prev._m.keys()) if (!s._m.has(n)) ev('module_removed', { module: n });
+    if (!evs.length) ev('config_applied', { generation: s.generation });
+    addEvents(evs);
   }
 
   let evGen = 0;

@@ -194,8 +194,8 @@ func parseWait(v string) (time.Duration, error) {
 // listTicks serves GET /ticks?limit=N&before=ID: up to N summaries (default
 // DefaultListLimit, at most the history's capacity, or MaxListLimit with a recorder) with
 // tick ids below ID, newest first, from memory and then from the recorder. Filters:
-// severity=, module=NAME (ticks where its line was not nominal), status=, since= and
-// until= (RFC 3339, on started_at).
+// severity=, module=NAME (ticks where its line was indexed, see recorder.Indexed),
+// status=, since= and until= (RFC 3339, on started_at).
 func (s *server) listTicks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	hist := s.e.History()

@@ -129,7 +129,7 @@ func (e *Engine) collectAsync(s *faultsummary.Summary) {
 		}
 		next, change := rt.state.Next(v)
 		rt.state = next
-		run := faultsummary.AsyncRun{Name: rt.name, OriginTick: x.origin, Status: v.Status,
+		run := faultsummary.AsyncRun{Name: rt.name, OriginTick: x.origin, Status: v.Status.Public(),
 			LatencyMs: blackboard.Millis(x.latency), Error: x.err, Failures: next.Failures}
 		if x.end.Failed || x.end.TimedOut {
 			run.FaultKind = x.end.Kind.String()

@@ -121,7 +121,7 @@ func (e *Engine) evalStartup(st *state, s *faultsummary.Summary, tl *tickLines, 
 			continue // runs only in emergency mode: nothing to wait for
 		}
 		safety = append(safety, rt.name)
-		if tl.recs[rt.idx].status.Public().Produced() {
+		if tl.recs[rt.idx].status.Produced() {
 			ok = append(ok, rt.name)
 		}
 	}

@@ -1,9 +1,6 @@
 package decide
 
-import (
-	"github.com/cycled/cycled/fault"
-	"github.com/cycled/cycled/faultsummary"
-)
+import "github.com/cycled/cycled/fault"
 
 // AsyncEnd is how one run of an asynchronous module ended: facts, no policy.
 type AsyncEnd struct {
@@ -33,7 +30,7 @@ const (
 // AsyncVerdict is what a run's end means: the status shown in the summary and whether its
 // value is written to the blackboard at the next tick boundary.
 type AsyncVerdict struct {
-	Status faultsummary.Status
+	Status Status // one of the statuses whose row says Async
 	Write  bool
 }
 
@@ -43,18 +40,18 @@ type AsyncVerdict struct {
 func JudgeAsync(e AsyncEnd) AsyncVerdict {
 	switch {
 	case e.TimedOut:
-		return AsyncVerdict{Status: faultsummary.StatusTimedOut}
+		return AsyncVerdict{Status: TimedOut}
 	case e.Failed && e.Kind != fault.KindControl:
-		return AsyncVerdict{Status: faultsummary.StatusFailed}
+		return AsyncVerdict{Status: Failed}
 	case e.Failed: // an expected short-circuit: nothing to write, not a failure
-		return AsyncVerdict{Status: faultsummary.StatusOK}
+		return AsyncVerdict{Status: OK}
 	}
-	return AsyncVerdict{Status: faultsummary.StatusOK, Write: true}
+	return AsyncVerdict{Status: OK, Write: true}
 }
 
 // Next returns the state after a run judged v, and whether it changed.
 func (s AsyncState) Next(v AsyncVerdict) (AsyncState, AsyncChange) {
-	if v.Status == faultsummary.StatusOK {
+	if v.Status == OK {
 		if s.Failing {
 			return AsyncState{Failures: s.Failures}, AsyncRecovered // the count says how many it recovered from
 		}

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/cycled/cycled/fault"
-	"github.com/cycled/cycled/faultsummary"
 )
 
 func TestJudgeAsync(t *testing.T) {
@@ -13,11 +12,11 @@ func TestJudgeAsync(t *testing.T) {
 		e    AsyncEnd
 		want AsyncVerdict
 	}{
-		{"ok: written", AsyncEnd{}, AsyncVerdict{Status: faultsummary.StatusOK, Write: true}},
-		{"failed: nothing written", AsyncEnd{Failed: true, Kind: fault.KindTransient}, AsyncVerdict{Status: faultsummary.StatusFailed}},
-		{"timed out: its late result discarded", AsyncEnd{TimedOut: true}, AsyncVerdict{Status: faultsummary.StatusTimedOut}},
-		{"timed out beats a late error", AsyncEnd{TimedOut: true, Failed: true, Kind: fault.KindInternal}, AsyncVerdict{Status: faultsummary.StatusTimedOut}},
-		{"control: nothing to do, not a failure", AsyncEnd{Failed: true, Kind: fault.KindControl}, AsyncVerdict{Status: faultsummary.StatusOK}},
+		{"ok: written", AsyncEnd{}, AsyncVerdict{Status: OK, Write: true}},
+		{"failed: nothing written", AsyncEnd{Failed: true, Kind: fault.KindTransient}, AsyncVerdict{Status: Failed}},
+		{"timed out: its late result discarded", AsyncEnd{TimedOut: true}, AsyncVerdict{Status: TimedOut}},
+		{"timed out beats a late error", AsyncEnd{TimedOut: true, Failed: true, Kind: fault.KindInternal}, AsyncVerdict{Status: TimedOut}},
+		{"control: nothing to do, not a failure", AsyncEnd{Failed: true, Kind: fault.KindControl}, AsyncVerdict{Status: OK}},
 	} {
 		if got := JudgeAsync(r.e); got != r.want {
 			t.Errorf("%s: %+v, want %+v", r.name, got, r.want)
@@ -26,9 +25,9 @@ func TestJudgeAsync(t *testing.T) {
 }
 
 func TestAsyncStateNext(t *testing.T) {
-	ok := AsyncVerdict{Status: faultsummary.StatusOK, Write: true}
-	bad := AsyncVerdict{Status: faultsummary.StatusFailed}
-	late := AsyncVerdict{Status: faultsummary.StatusTimedOut}
+	ok := AsyncVerdict{Status: OK, Write: true}
+	bad := AsyncVerdict{Status: Failed}
+	late := AsyncVerdict{Status: TimedOut}
 	for _, r := range []struct {
 		name   string
 		s      AsyncState

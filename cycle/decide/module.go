@@ -9,40 +9,29 @@ import (
 	"github.com/cycled/cycled/tiers"
 )
 
-// Status is a module's status in one tick as a small number (the engine keeps one per
-// module per tick in a record without pointers). Every value but None is published.
-type Status uint8
+// Status is a module's status in one tick as a small number: the code of its row in the
+// status table, faultsummary's, the one definition of what each status means (Public,
+// Nominal, Ran, Produced read it). The engine keeps one per module per tick in a record
+// without pointers. Every value but None is published.
+type Status = faultsummary.StatusCode
 
-// The module statuses. None is a line no one decided yet; it is never published.
+// The module statuses, as StatusOf decides them. None is a line no one decided yet; it is
+// never published.
 const (
-	None Status = iota
-	OK
-	Retried
-	Failed
-	TimedOut
-	Busy
-	Open
-	ProbeOK
-	ProbeFailed
-	Skipped
-	NotDue
-	Rejected // refused by its bulkhead
-	Shed     // shed on overrun (see Shedding)
-	numStatuses
+	None        = faultsummary.NoStatus
+	OK          = faultsummary.CodeOK
+	Retried     = faultsummary.CodeRetried
+	Failed      = faultsummary.CodeFailed
+	TimedOut    = faultsummary.CodeTimedOut
+	Busy        = faultsummary.CodeBusy
+	Open        = faultsummary.CodeOpen
+	ProbeOK     = faultsummary.CodeProbeOK
+	ProbeFailed = faultsummary.CodeProbeFailed
+	Skipped     = faultsummary.CodeSkipped
+	NotDue      = faultsummary.CodeNotDue
+	Rejected    = faultsummary.CodeRejected
+	Shed        = faultsummary.CodeShed // shed on overrun (see Shedding)
 )
-
-var statusNames = [numStatuses]faultsummary.Status{"", faultsummary.StatusOK, faultsummary.StatusRetried,
-	faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy, faultsummary.StatusOpen,
-	faultsummary.StatusProbeOK, faultsummary.StatusProbeFailed, faultsummary.StatusSkipped,
-	faultsummary.StatusNotDue, faultsummary.StatusRejected, faultsummary.StatusShed,
-}
-
-// Public returns the status as the summary names it ("" for None).
-func (s Status) Public() faultsummary.Status { return statusNames[s] }
-
-// Nominal reports whether the status is not a degradation of its tier (see
-// faultsummary.Status.Nominal, the one definition).
-func (s Status) Nominal() bool { return s != None && statusNames[s].Nominal() }
 
 // Refusal is why a module was not run, decided at admission (see Admit), or NotRefused.
 type Refusal uint8

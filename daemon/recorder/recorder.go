@@ -1,6 +1,6 @@
 // Package recorder defines what the flight recorder keeps and how it is searched: the
 // filters, queries and records that the API, replay and operators read, the event kinds,
-// and the rule of which module lines are nominal. The store itself, on SQLite, lives in
+// and the rule of which module lines are indexed. The store itself, on SQLite, lives in
 // the module github.com/cycled/cycled/daemon/recorder/sqlite, so that programs that only
 // read these types (the API, an embedding application) do not link a database.
 package recorder
@@ -24,11 +24,12 @@ var ErrNotFound = errors.New("not recorded")
 type Filter struct {
 	// Severity keeps the ticks of this overall severity.
 	Severity faultsummary.Severity
-	// Module keeps the ticks in which this module's line was not nominal (see Nominal),
-	// with Status if set.
+	// Module keeps the ticks in which this module's line was indexed (see Indexed), with
+	// Status if set.
 	Module string
-	// Status keeps the ticks with a line of this status (of Module if set). A nominal
-	// status (ok, not_due) is not recorded per line and is refused by Validate.
+	// Status keeps the ticks with a line of this status (of Module if set). A status that
+	// is not searchable (faultsummary.StatusInfo.Searchable: ok, not_due) is not indexed
+	// and is refused by Validate.
 	Status faultsummary.Status
 	// Since and Until keep the ticks started in [Since, Until).
 	Since, Until time.Time
@@ -41,12 +42,11 @@ func (f Filter) Validate() (field string, err error) {
 	default:
 		return "severity", fmt.Errorf("unknown severity %q (want ok, degraded or critical)", f.Severity)
 	}
-	switch f.Status {
-	case "", faultsummary.StatusRetried, faultsummary.StatusFailed, faultsummary.StatusTimedOut, faultsummary.StatusBusy,
-		faultsummary.StatusOpen, faultsummary.StatusProbeOK, faultsummary.StatusProbeFailed, faultsummary.StatusSkipped:
-	case faultsummary.StatusRejected:
-	case faultsummary.StatusOK, faultsummary.StatusNotDue:
-		return "status", fmt.Errorf("status %q is nominal: only lines that are not nominal can be searched", f.Status)
+	switch {
+	case f.Status == "" || f.Status.Searchable():
+	case f.Status.Valid():
+		return "status", fmt.Errorf("status %q cannot be searched: the lines of %s are not recorded one by one",
+			f.Status, strings.Join(unsearchable(), " and "))
 	default:
 		return "status", fmt.Errorf("unknown status %q", f.Status)
 	}
@@ -54,6 +54,17 @@ func (f Filter) Validate() (field string, err error) {
 		return "until", errors.New("until must be after since")
 	}
 	return "", nil
+}
+
+// unsearchable returns the names of the statuses a search cannot ask for.
+func unsearchable() []string {
+	var out []string
+	for _, st := range faultsummary.Statuses() {
+		if !st.Searchable {
+			out = append(out, string(st.Name))
+		}
+	}
+	return out
 }
 
 // Empty reports whether f selects every tick.
@@ -77,7 +88,7 @@ func (f Filter) Match(s *faultsummary.Summary) bool {
 			continue
 		}
 		s.ModuleInto(i, &m)
-		if Nominal(s, &m) || f.Module != "" && m.Name != f.Module || f.Status != "" && m.Status != f.Status {
+		if !Indexed(s, &m) || f.Module != "" && m.Name != f.Module || f.Status != "" && m.Status != f.Status {
 			continue
 		}
 		return true
@@ -119,7 +130,7 @@ type EventQuery struct {
 	Limit            int
 }
 
-// Line is a recorded module line that was not nominal, with the outcome inputs a replay
+// Line is a recorded module line that was indexed (see Indexed), with the outcome inputs a replay
 // of the tick's decisions needs.
 type Line struct {
 	TickID    uint64  `json:"tick_id"`
@@ -144,17 +155,15 @@ type TickMeta struct {
 	Generation uint64                `json:"generation"`
 }
 
-// Nominal reports whether a module line of s is nominal, and so not kept in the table of
-// lines: it succeeded at once (ok), was not due, or is an emergency-only module skipped
-// in a tick that completed outside emergency mode.
-func Nominal(s *faultsummary.Summary, m *faultsummary.Module) bool {
-	switch m.Status {
-	case faultsummary.StatusOK, faultsummary.StatusNotDue:
-		return true
-	case faultsummary.StatusSkipped:
-		return !s.EmergencyMode && s.Finish == faultsummary.Completed
+// Indexed reports whether module line m of s is kept in the table of lines, which the
+// searches read: a line of a searchable status (faultsummary.StatusInfo.Searchable; ok
+// and not_due, the lines of nearly every tick, are not), except an emergency-only module
+// skipped in a tick that completed outside emergency mode, which had nothing to do.
+func Indexed(s *faultsummary.Summary, m *faultsummary.Module) bool {
+	if m.Status == faultsummary.StatusSkipped {
+		return s.EmergencyMode || s.Finish != faultsummary.Completed
 	}
-	return false
+	return m.Status.Searchable()
 }
 
 // KindRules is the kind of the event that records what a replay of the decisions needs of
@@ -212,7 +221,7 @@ func (rp Report) OK() bool { return len(rp.Integrity) == 1 && rp.Integrity[0] ==
 
 // String is the report as a person reads it.
 func (rp Report) String() string {
-	return fmt.Sprintf("%s\n  integrity: %s\n  ticks: %d (%d..%d), next id %d\n  non-nominal lines: %d, events: %d\n  size: %d bytes in use, file %d bytes, WAL %d bytes\n",
+	return fmt.Sprintf("%s\n  integrity: %s\n  ticks: %d (%d..%d), next id %d\n  indexed lines: %d, events: %d\n  size: %d bytes in use, file %d bytes, WAL %d bytes\n",
 		rp.Path, strings.Join(rp.Integrity, "; "), rp.Ticks, rp.FirstTick, rp.LastTick, rp.NextTickID,
 		rp.Lines, rp.Events, rp.UsedBytes, rp.FileBytes, rp.WALBytes)
 }

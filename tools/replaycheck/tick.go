@@ -2,6 +2,7 @@ package replaycheck
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/fault"
@@ -164,22 +165,32 @@ func emergencyOf(e faultsummary.Emergency) decide.Emergency {
 		Healthy: e.HealthyTicks, EndedTick: e.EndedTick}
 }
 
+// ignoredContext ends the error of a line refused as busy whose outstanding run ignored
+// its context (decide.CauseBusyIgnored), whatever tick it names.
+var ignoredContext = strings.TrimPrefix(decide.CauseBusyIgnored.Err().Error(), decide.CauseBusy.Err().Error())
+
 // OutcomeOf returns the facts of recorded module line m (in a tier recorded as skipped
 // when tierSkipped): the inputs of decide.Judge. The refusal is read from the status the
 // line records (a refusal has no other trace), whether the deadline caught it from the
 // error its cause gives, the rest from the attempts, fault kind and error recorded.
 func OutcomeOf(m *faultsummary.Module, tierSkipped bool) decide.Outcome {
 	kind, _ := fault.ParseKind(m.FaultKind)
-	switch m.Status {
-	case faultsummary.StatusNotDue:
+	switch m.Status.Code() {
+	case decide.NotDue:
 		return decide.Outcome{Refusal: decide.NotDueTick}
-	case faultsummary.StatusBusy:
-		return decide.Outcome{Refusal: decide.StillBusy}
-	case faultsummary.StatusOpen:
+	case decide.Busy:
+		o := decide.Outcome{Refusal: decide.StillBusy}
+		if strings.HasSuffix(m.Error, ignoredContext) {
+			o.Overdue = decide.IgnoreGrace + 1 // past its deadline's grace: CauseBusyIgnored
+		}
+		return o
+	case decide.Open:
 		return decide.Outcome{Refusal: decide.BreakerOpen}
-	case faultsummary.StatusRejected:
+	case decide.Rejected:
 		return decide.Outcome{Refusal: decide.BulkheadFull}
-	case faultsummary.StatusSkipped:
+	case decide.Shed:
+		return decide.Outcome{Refusal: decide.ShedLoad}
+	case decide.Skipped:
 		if tierSkipped {
 			return decide.Outcome{Refusal: decide.TierSkipped}
 		}

@@ -16,7 +16,7 @@ import (
 // schema creates the tables. Summaries are JSON, compressed (gzip: a summary repeats
 // its module names and field names, and a large cycle's summaries would otherwise write
 // several times more to the disk), with the columns that reads filter on;
-// lines holds only the module lines that are not nominal (see Nominal), keyed by module so
+// lines holds only the module lines that are indexed (see recorder.Indexed), keyed by module so
 // that "every tick where planner failed" is an index range; events are append-only.
 const schema = `
 CREATE TABLE IF NOT EXISTS ticks (

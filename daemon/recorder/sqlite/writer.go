@@ -234,7 +234,7 @@ func (w *batchWriter) close() {
 	}
 }
 
-// tick writes a summary and its lines that are not nominal.
+// tick writes a summary and its lines that are indexed (see recorder.Indexed).
 func (w *batchWriter) tick(s *faultsummary.Summary) error {
 	// MarshalJSON directly: json.Marshal would re-scan and compact its (already compact)
 	// output, which cost as much as the encoding itself.
@@ -256,7 +256,7 @@ func (w *batchWriter) tick(s *faultsummary.Summary) error {
 			continue
 		}
 		s.ModuleInto(i, m)
-		if recorder.Nominal(s, m) {
+		if !recorder.Indexed(s, m) {
 			continue
 		}
 		if _, err := w.lineSt.ExecContext(w.ctx, m.Name, int64(s.TickID), m.Tier, string(m.Status), m.FaultKind,

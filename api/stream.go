@@ -18,6 +18,7 @@ import (
 //	event: tick       id: <boot>-<tick id>   data: the summary (as GET /ticks/{id})
 //	event: breaker    data: {"breaker","from","to","reason","at","tick_id"}
 //	event: emergency  data: {"entered","tick_id","reason","latched","at"}
+//	event: shed       data: {"tick_id","shed","level","modules","reason"}
 //	: ping            every PingInterval
 //	: skipped N events (slow reader)
 //
@@ -197,11 +198,11 @@ func (s *server) writeStreamEvent(c *sseConn, ev faultsummary.Event) (wrote, ok 
 		c.shared = append(c.shared, b)
 		c.last = ev.Summary.TickID
 	case faultsummary.EventBreaker:
-		writeEvent(&c.buf, "breaker", ev.Breaker)
+		writeEvent(&c.buf, string(ev.Type), ev.Breaker)
 	case faultsummary.EventEmergency:
-		writeEvent(&c.buf, "emergency", ev.Emergency)
+		writeEvent(&c.buf, string(ev.Type), ev.Emergency)
 	case faultsummary.EventShed:
-		writeEvent(&c.buf, "shed", ev.Shed)
+		writeEvent(&c.buf, string(ev.Type), ev.Shed)
 	default:
 		return false, true
 	}

@@ -21,6 +21,10 @@ const (
 	EventShed EventType = "shed"
 )
 
+// EventTypes returns every event type of the stream, the one list: the stream names each
+// event by its type, and the HTTP description is compared with it.
+func EventTypes() []EventType { return []EventType{EventTick, EventBreaker, EventEmergency, EventShed} }
+
 // ShedEvent is a step of load shedding as streamed.
 type ShedEvent struct {
 	TickID  uint64   `json:"tick_id"`

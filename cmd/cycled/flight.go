@@ -81,9 +81,9 @@ func (f *flight) wire(o *api.Options) {
 	rec := f.rec
 	o.Recorder = rec.Reader
 	o.Audit = func(a api.AdminAction) {
-		rec.Event("admin", a)
+		rec.Event(recorder.KindAdmin, a)
 		if a.Route == "POST /emergency/reset" && a.Status < 300 {
-			rec.Event("emergency_reset", a) // the operator's reset, beside entered and left
+			rec.Event(recorder.KindEmergencyReset, a)
 		}
 	}
 	registered, deregistered := o.Registered, o.Deregistered
@@ -93,21 +93,21 @@ func (f *flight) wire(o *api.Options) {
 				return err
 			}
 		}
-		rec.Event("module_registered", map[string]string{"module": r.Spec.Name, "tier": r.Spec.Tier})
+		rec.Event(recorder.KindModuleRegistered, map[string]string{"module": r.Spec.Name, "tier": r.Spec.Tier})
 		return nil
 	}
 	o.Deregistered = func(name string) {
 		if deregistered != nil {
 			deregistered(name)
 		}
-		rec.Event("module_removed", map[string]string{"module": name})
+		rec.Event(recorder.KindModuleRemoved, map[string]string{"module": name})
 	}
 }
 
 // reloaded records a reload attempt.
 func (f *flight) reloaded(res config.ReloadResult) {
 	if f.rec != nil {
-		f.rec.Event("config_reload", res)
+		f.rec.Event(recorder.KindConfigReload, res)
 	}
 }
 

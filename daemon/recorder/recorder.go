@@ -233,11 +233,25 @@ const FileName = "recorder.db"
 // database.
 var ErrNoDatabase = errors.New("no recorder database")
 
-// The event kinds the recorder writes itself; callers add their own with Event.
+// The kinds of the events the daemon records: those the recorder writes itself (its
+// hooks, its start and stop; KindRules), and those the daemon adds.
 const (
-	KindBreaker   = "breaker"
-	KindEmergency = "emergency"
-	KindApplied   = "config_applied"
-	KindStart     = "recorder_started"
-	KindStop      = "recorder_stopped"
+	KindBreaker          = string(faultsummary.EventBreaker)
+	KindEmergencyEntered = "emergency_entered"
+	KindEmergencyLeft    = "emergency_left"
+	KindApplied          = "config_applied"
+	KindStart            = "recorder_started"
+	KindStop             = "recorder_stopped"
+	KindModuleRegistered = "module_registered" // a runtime registration
+	KindModuleRemoved    = "module_removed"    // a runtime removal
+	KindAdmin            = "admin"             // an operator's action on an admin route
+	KindEmergencyReset   = "emergency_reset"   // an operator's reset, beside entered and left
+	KindConfigReload     = "config_reload"     // a reload attempt, applied or refused
 )
+
+// EventKinds returns every kind of recorded event, the one list (the HTTP description's
+// enum is compared with it).
+func EventKinds() []string {
+	return []string{KindBreaker, KindEmergencyEntered, KindEmergencyLeft, KindApplied, KindRules, KindStart, KindStop,
+		KindModuleRegistered, KindModuleRemoved, KindAdmin, KindEmergencyReset, KindConfigReload}
+}

@@ -325,16 +325,9 @@ func isControlOK(m *faultsummary.Module) bool {
 	return m.Status == faultsummary.StatusOK && m.FaultKind == fault.KindControl.String()
 }
 
-// produced reports a line that produced a value this tick.
-func produced(m *faultsummary.Module) bool {
-	switch m.Status {
-	case faultsummary.StatusRetried, faultsummary.StatusProbeOK:
-		return true
-	case faultsummary.StatusOK:
-		return !isControlOK(m)
-	}
-	return false
-}
+// produced reports a line that produced a value this tick (a control short-circuit, ok
+// without a value, did not).
+func produced(m *faultsummary.Module) bool { return m.Status.Produced() && !isControlOK(m) }
 
 // failedNow reports whether the line counts as the module's failure for its error policy
 // (the engine's "failed after its budget, busy, or open with on_open fail" — an open
@@ -441,9 +434,7 @@ func (r *run) schema() {
 		r.add(RuleSchema, "emergency_mode %v but emergency.active %v", s.EmergencyMode, s.Emergency.Active)
 	}
 	for _, t := range s.Tiers {
-		switch t.Status {
-		case faultsummary.TierOK, faultsummary.TierDegraded, faultsummary.TierFailed, faultsummary.TierSkipped:
-		default:
+		if !t.Status.Valid() {
 			r.add(RuleSchema, "tier %q: status %q is not ok, degraded, failed or skipped", t.Name, t.Status)
 		}
 	}
@@ -1255,9 +1246,9 @@ func (r *run) ownBreaker(m *faultsummary.Module, mc *Module) {
 		return
 	}
 	x.failSure, x.failMaybe = countedFailure(m, mc, x.set)
-	notRun := x.st == faultsummary.StatusNotDue || x.st == faultsummary.StatusSkipped || x.st == faultsummary.StatusOpen ||
-		x.st == faultsummary.StatusRejected || // a rejected module ran no attempt: no breaker event
-		x.st == faultsummary.StatusShed // shed at admission
+	// A module not started records nothing on its breaker, but a busy one, which records a
+	// failure.
+	notRun := !x.st.Ran() && x.st != faultsummary.StatusBusy
 	// Only the lazy open → half_open (any reader of the breaker's state half-opens it once
 	// the cooldown has passed) may happen on a tick the module did not run.
 	if notRun && x.C != x.P && !(x.P == brOpen && x.C == brHalf) {

@@ -165,6 +165,17 @@ func emergencyOf(e faultsummary.Emergency) decide.Emergency {
 		Healthy: e.HealthyTicks, EndedTick: e.EndedTick}
 }
 
+// refusalOf is the inverse of decide.StatusOf on refusals: the refusal that decides each
+// status of a module that was not run, found by asking StatusOf (so a refusal with a
+// status of its own needs no line here). Skipped has several (a skipped tier, an
+// emergency-only module, a stopped engine), which OutcomeOf tells apart.
+var refusalOf = func() (inv [256]decide.Refusal) {
+	for r := 255; r > int(decide.NotRefused); r-- { // the lowest refusal of a status wins
+		inv[decide.StatusOf(decide.Outcome{Refusal: decide.Refusal(r)})] = decide.Refusal(r)
+	}
+	return inv
+}()
+
 // ignoredContext ends the error of a line refused as busy whose outstanding run ignored
 // its context (decide.CauseBusyIgnored), whatever tick it names.
 var ignoredContext = strings.TrimPrefix(decide.CauseBusyIgnored.Err().Error(), decide.CauseBusy.Err().Error())
@@ -175,26 +186,18 @@ var ignoredContext = strings.TrimPrefix(decide.CauseBusyIgnored.Err().Error(), d
 // error its cause gives, the rest from the attempts, fault kind and error recorded.
 func OutcomeOf(m *faultsummary.Module, tierSkipped bool) decide.Outcome {
 	kind, _ := fault.ParseKind(m.FaultKind)
-	switch m.Status.Code() {
-	case decide.NotDue:
-		return decide.Outcome{Refusal: decide.NotDueTick}
-	case decide.Busy:
-		o := decide.Outcome{Refusal: decide.StillBusy}
-		if strings.HasSuffix(m.Error, ignoredContext) {
-			o.Overdue = decide.IgnoreGrace + 1 // past its deadline's grace: CauseBusyIgnored
-		}
-		return o
-	case decide.Open:
-		return decide.Outcome{Refusal: decide.BreakerOpen}
-	case decide.Rejected:
-		return decide.Outcome{Refusal: decide.BulkheadFull}
-	case decide.Shed:
-		return decide.Outcome{Refusal: decide.ShedLoad}
-	case decide.Skipped:
+	switch code := m.Status.Code(); {
+	case code == decide.Skipped:
 		if tierSkipped {
 			return decide.Outcome{Refusal: decide.TierSkipped}
 		}
 		return decide.Outcome{Refusal: decide.EmergencyOnly}
+	case refusalOf[code] != decide.NotRefused:
+		o := decide.Outcome{Refusal: refusalOf[code]}
+		if o.Refusal == decide.StillBusy && strings.HasSuffix(m.Error, ignoredContext) {
+			o.Overdue = decide.IgnoreGrace + 1 // past its deadline's grace: CauseBusyIgnored
+		}
+		return o
 	}
 	o := decide.Outcome{Attempts: m.Attempts, Kind: kind, Probe: m.Status == faultsummary.StatusProbeOK ||
 		m.Status == faultsummary.StatusProbeFailed}

@@ -34,9 +34,16 @@ func (c vocabCase) String() string {
 // not; of each fault kind; a probe or not; after one attempt or several).
 func outcomes() []vocabCase {
 	var os []decide.Outcome
-	for _, r := range []decide.Refusal{decide.EmergencyOnly, decide.NotDueTick, decide.StillBusy, decide.BreakerOpen,
-		decide.TierSkipped, decide.Stopped, decide.ShedLoad, decide.BulkheadFull} {
-		os = append(os, decide.Outcome{Refusal: r})
+	// Every refusal that decides a status of its own (whatever its number), and those that
+	// skip the module.
+	for r := decide.NotRefused + 1; ; r++ {
+		if o := (decide.Outcome{Refusal: r}); decide.StatusOf(o) != decide.Skipped ||
+			r == decide.EmergencyOnly || r == decide.TierSkipped || r == decide.Stopped {
+			os = append(os, o)
+		}
+		if r == 255 {
+			break
+		}
 	}
 	os = append(os, decide.Outcome{Refusal: decide.StillBusy, Overdue: 2 * decide.IgnoreGrace})
 	for _, probe := range []bool{false, true} {

@@ -222,9 +222,9 @@ func (r *Recorder) Hooks() cycle.Hooks {
 				From: t.From.String(), To: t.To.String(), Reason: t.Reason, At: t.At, TickID: tick})
 		},
 		OnEmergency: func(ev faultsummary.EmergencyEvent) {
-			kind := "emergency_left"
+			kind := recorder.KindEmergencyLeft
 			if ev.Entered {
-				kind = "emergency_entered"
+				kind = recorder.KindEmergencyEntered
 			}
 			r.eventAt(kind, ev.TickID, ev)
 		},

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/config"
+	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/tools/sim"
 )
 
@@ -95,7 +97,7 @@ func transientFailures(r *sim.Report, tier string) int {
 	n := 0
 	for _, m := range r.Modules {
 		if m.Tier == tier {
-			n += m.FaultKinds["transient"]
+			n += m.FaultKinds[fault.KindTransient.String()]
 		}
 	}
 	return n
@@ -105,7 +107,7 @@ func failed(r *sim.Report, tier string) int {
 	n := 0
 	for _, m := range r.Modules {
 		if m.Tier == tier {
-			n += m.Statuses["failed"] + m.Statuses["probe_failed"]
+			n += m.Statuses[string(faultsummary.StatusFailed)] + m.Statuses[string(faultsummary.StatusProbeFailed)]
 		}
 	}
 	return n
@@ -153,7 +155,7 @@ func probesFailed(r *sim.Report, cfg *config.Config, name string) int {
 	n := 0
 	for _, m := range r.Modules {
 		if users[m.Name] {
-			n += m.Statuses["probe_failed"]
+			n += m.Statuses[string(faultsummary.StatusProbeFailed)]
 		}
 	}
 	return n

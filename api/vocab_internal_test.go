@@ -6,6 +6,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/recorder"
 )
@@ -45,8 +46,8 @@ func enumAt(t *testing.T, doc any, path ...string) []string {
 	return out
 }
 
-// The HTTP description's enums of module statuses, tier statuses and recorded event kinds
-// are those of the vocabularies' tables.
+// The HTTP description's enums of module statuses, tier statuses, fault kinds and recorded
+// event kinds are those of the vocabularies' tables.
 func TestOpenAPIVocabulary(t *testing.T) {
 	var doc any
 	if err := yaml.Unmarshal(openAPIYAML, &doc); err != nil {
@@ -67,6 +68,10 @@ func TestOpenAPIVocabulary(t *testing.T) {
 		tierStatuses = append(tierStatuses, string(row.Name))
 	}
 	kinds := recorder.EventKinds()
+	faultKinds := []string{fault.KindNone.String()}
+	for _, k := range fault.Kinds() {
+		faultKinds = append(faultKinds, k.String())
+	}
 	for _, c := range []struct {
 		what string
 		path []string
@@ -76,6 +81,8 @@ func TestOpenAPIVocabulary(t *testing.T) {
 		{"searchable statuses", []string{"paths", "/ticks", "get", "parameters", "status", "schema", "enum"}, searchable},
 		{"asynchronous statuses", []string{"components", "schemas", "AsyncRun", "properties", "status", "enum"}, async},
 		{"tier statuses", []string{"components", "schemas", "TierLine", "properties", "status", "enum"}, tierStatuses},
+		{"fault kinds", []string{"components", "schemas", "ModuleLine", "properties", "fault_kind", "enum"}, faultKinds},
+		{"fault kinds", []string{"components", "schemas", "AsyncRun", "properties", "fault_kind", "enum"}, faultKinds},
 		{"recorded event kinds", []string{"components", "schemas", "Event", "properties", "kind", "enum"}, kinds},
 	} {
 		want := slices.Sorted(slices.Values(c.want))

@@ -17,6 +17,7 @@ import (
 	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/internal/rtsched"
+	"github.com/cycled/cycled/internal/setting"
 	"github.com/cycled/cycled/internal/strictdecode"
 	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/retrybudget"
@@ -106,7 +107,8 @@ func (c *Config) check() tiers.Problems {
 		add("cycle.realtime_priority", "must be 0 (off) or a SCHED_FIFO priority from %d to %d", rtsched.MinPriority, rtsched.MaxPriority)
 	}
 	ps = append(ps, c.Cycle.spinWarnings()...)
-	checkBackoff("backoff", c.Backoff, add)
+	topBackoff := c.Backoff.engine().CheckExplicit()
+	setting.Report("backoff", topBackoff, add)
 	if c.Emergency.RecoverAfter < 1 {
 		add("emergency.recover_after", "must be >= 1")
 	}
@@ -120,7 +122,12 @@ func (c *Config) check() tiers.Problems {
 		}
 		checkKinds(p+".retry_on", t.RetryOn, add)
 		checkBreakerConfig(p+".breaker", t.Breaker, add)
-		// The engine checks the backoff fields too, with the same paths.
+		// A field a tier inherits from the top-level backoff is reported there only.
+		setting.Each(t.Backoff.engine().CheckExplicit(), func(field, msg string) {
+			if !setting.Has(topBackoff, field) {
+				add(p+".backoff."+field, "%s", msg)
+			}
+		})
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Breakers)) {
 		checkBreakerConfig("breakers."+name, c.Breakers[name], add)
@@ -216,21 +223,6 @@ func (m ModuleConfig) check(p string) tiers.Problems {
 	return ps
 }
 
-func checkBackoff(p string, b BackoffConfig, add func(string, string, ...any)) {
-	if b.Base < 0 {
-		add(p+".base", "must be >= 0")
-	}
-	if b.Factor < 1 {
-		add(p+".factor", "must be >= 1")
-	}
-	if b.Max < 0 {
-		add(p+".max", "must be >= 0")
-	}
-	if !(b.Jitter >= 0 && b.Jitter <= 1) {
-		add(p+".jitter", "must be between 0 and 1")
-	}
-}
-
 func checkKinds(p string, ks []fault.Kind, add func(string, string, ...any)) {
 	for i, k := range ks {
 		if k == fault.KindNone {
@@ -239,46 +231,12 @@ func checkKinds(p string, ks []fault.Kind, add func(string, string, ...any)) {
 	}
 }
 
+// checkBreakerConfig checks a breaker of the file: its trip_on list, and its settings by
+// the breaker package's rules (every field is given once the defaults filled those the
+// file omitted, so a zero is a value written).
 func checkBreakerConfig(p string, b BreakerConfig, add func(string, string, ...any)) {
-	if b.FailureThreshold < 1 {
-		add(p+".failure_threshold", "must be >= 1")
-	}
-	if b.Cooldown <= 0 {
-		add(p+".cooldown", "must be > 0")
-	}
-	if b.HalfOpenProbes < 1 {
-		add(p+".half_open_probes", "must be >= 1")
-	}
-	if b.HalfOpenSuccesses < 1 {
-		add(p+".half_open_successes", "must be >= 1")
-	}
 	checkKinds(p+".trip_on", b.TripOn, add)
-	checkRateBreaker(p, b, add)
-}
-
-// checkRateBreaker checks the fields of a rate breaker, and that a consecutive one sets
-// none of them (they would be ignored).
-func checkRateBreaker(p string, b BreakerConfig, add func(string, string, ...any)) {
-	if b.Kind != breaker.Rate {
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{{"window", b.Window != 0}, {"min_ticks", b.MinTicks != 0}, {"failure_rate", b.FailureRate != 0}} {
-			if f.set {
-				add(p+"."+f.name, "only for kind: rate")
-			}
-		}
-		return
-	}
-	if b.Window < 1 || b.Window > breaker.MaxWindow {
-		add(p+".window", "must be between 1 and %d", breaker.MaxWindow)
-	}
-	if b.MinTicks < 1 || (b.Window >= 1 && b.MinTicks > b.Window) {
-		add(p+".min_ticks", "must be between 1 and window (%d)", b.Window)
-	}
-	if !(b.FailureRate > 0 && b.FailureRate <= 1) {
-		add(p+".failure_rate", "must be > 0 and <= 1")
-	}
+	setting.Report(p, b.engine("").CheckExplicit(), add)
 }
 
 func kindSet(ks []fault.Kind) fault.Set { return fault.SetOf(ks...) }

@@ -333,6 +333,12 @@ modules:
 `, []string{"modules[1].name", "modules[0].tier", "modules[1].writes", "modules[1].breaker"}, ""},
 		{"unknown fault kind", "tiers:\n  - {name: safety, retry_on: [flaky]}\n", []string{"tiers[0].retry_on[0]"}, "unknown fault kind"},
 		{"breaker zero", "breakers:\n  b: {failure_threshold: 0}\n", []string{"breakers.b.failure_threshold"}, "must be >= 1"},
+		// The breaker's and the backoff's own rules (Settings.CheckExplicit): in a file a zero
+		// is a value written, never a silent default, in a tier as at the top level.
+		{"tier backoff zero factor", "tiers:\n  - {name: safety, backoff: {factor: 0}}\n", []string{"tiers[0].backoff.factor"}, "must be >= 1"},
+		{"top-level backoff zero factor", "backoff: {factor: 0}\n", []string{"backoff.factor"}, "must be >= 1"},
+		{"tier breaker zero cooldown", "tiers:\n  - {name: safety, breaker: {cooldown: 0s, half_open_successes: 0}}\n",
+			[]string{"tiers[0].breaker.cooldown", "tiers[0].breaker.half_open_successes"}, ""},
 		{"bool", "emergency: {latch: yes}\n", []string{"emergency.latch"}, "want true or false"},
 		{"realtime priority too high", "cycle: {realtime_priority: 100}\n", []string{"cycle.realtime_priority"}, "must be 0 (off) or a SCHED_FIFO priority from 1 to 99"},
 		{"realtime priority negative", "cycle: {realtime_priority: -1}\n", []string{"cycle.realtime_priority"}, "must be 0 (off)"},

@@ -1,12 +1,14 @@
 package cycle
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/faultsummary/check"
+	"github.com/cycled/cycled/internal/setting"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -30,6 +32,23 @@ type SheddingConfig struct {
 	// Target is the wall time (from the scheduled start) a tick must fit in. Zero means the
 	// period; in step mode (period 0) without a target nothing is ever shed.
 	Target time.Duration
+}
+
+// Check reports the settings out of their bounds (each a field as a configuration file
+// names it, under "shedding"); a zero field means its default. The one set of rules for
+// load shedding's settings.
+func (c SheddingConfig) Check() error {
+	var es []*setting.Error
+	if c.AfterOverruns < 0 {
+		es = append(es, setting.Errorf("after_overruns", "must be >= 0 (0 means 3)"))
+	}
+	if c.RestoreAfter < 0 {
+		es = append(es, setting.Errorf("restore_after", "must be >= 0 (0 means 10)"))
+	}
+	if c.Target < 0 {
+		es = append(es, setting.Errorf("target", "must be >= 0 (0 means the period)"))
+	}
+	return setting.Join(es)
 }
 
 // StartupConfig configures the startup state: until every safety module has succeeded
@@ -229,15 +248,9 @@ func validateGuards(cfg Config) tiers.Problems {
 		ps = append(ps, tiers.Problem{Path: path, Message: msg, Warning: warn})
 	}
 	if sh := cfg.Shedding; sh != nil {
-		if sh.AfterOverruns < 0 {
-			add("shedding.after_overruns", "must be >= 0 (0 means 3)", false)
-		}
-		if sh.RestoreAfter < 0 {
-			add("shedding.restore_after", "must be >= 0 (0 means 10)", false)
-		}
-		if sh.Target < 0 {
-			add("shedding.target", "must be >= 0 (0 means the period)", false)
-		}
+		setting.Report("shedding", sh.Check(), func(path, format string, args ...any) {
+			add(path, fmt.Sprintf(format, args...), false)
+		})
 		if sh.Target <= 0 && cfg.Period == 0 {
 			add("shedding.target", "step mode has no period: without a target nothing is ever shed", true)
 		}

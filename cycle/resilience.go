@@ -3,7 +3,6 @@ package cycle
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/cycled/cycled/bulkhead"
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/faultsummary/check"
+	"github.com/cycled/cycled/internal/setting"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
 )
@@ -193,13 +193,7 @@ func validateResilience(cfg Config, ts []tiers.Tier, mods []Registration) tiers.
 		ps = append(ps, tiers.Problem{Path: path, Message: fmt.Sprintf(format, args...)})
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Bulkheads)) {
-		b, p := cfg.Bulkheads[name], "bulkheads."+name
-		if b.MaxInFlight < 1 {
-			add(p+".max_in_flight", "must be >= 1")
-		}
-		if b.Wait < 0 {
-			add(p+".wait", "must be >= 0")
-		}
+		setting.Report("bulkheads."+name, cfg.Bulkheads[name].Check(), add)
 	}
 	tierNames := make(map[string]bool, len(ts))
 	for _, t := range ts {
@@ -210,14 +204,14 @@ func validateResilience(cfg Config, ts []tiers.Tier, mods []Registration) tiers.
 		if !tierNames[name] {
 			add(p, "unknown tier %q", name)
 		}
-		checkRatio(p, cfg.RetryBudgets.Tiers[name], add)
+		setting.Report(p, cfg.RetryBudgets.Tiers[name].Check(), add)
 	}
 	for _, name := range slices.Sorted(maps.Keys(cfg.RetryBudgets.Downstreams)) {
 		p := "retry_budget.downstreams." + name
 		if tierNames[name] {
 			add(p, "a downstream's budget cannot take a tier's name (%q): the summary names both alike", name)
 		}
-		checkRatio(p, cfg.RetryBudgets.Downstreams[name], add)
+		setting.Report(p, cfg.RetryBudgets.Downstreams[name].Check(), add)
 	}
 	for i, m := range mods {
 		p := fmt.Sprintf("modules[%d]", i)
@@ -233,25 +227,6 @@ func validateResilience(cfg Config, ts []tiers.Tier, mods []Registration) tiers.
 		}
 	}
 	return ps
-}
-
-// checkRatio checks one retry budget's settings.
-func checkRatio(p string, s retrybudget.RatioSettings, add func(path, format string, args ...any)) {
-	if !(s.Ratio >= 0) || math.IsInf(s.Ratio, 0) {
-		add(p+".ratio", "must be a finite number >= 0")
-	}
-	if s.Window < 0 || s.Window > retrybudget.MaxWindowTicks {
-		add(p+".window", "must be between 1 and %d ticks, or a duration", retrybudget.MaxWindowTicks)
-	}
-	if s.WindowTime < 0 {
-		add(p+".window", "must be > 0")
-	}
-	if s.Window > 0 && s.WindowTime > 0 {
-		add(p+".window", "give ticks or a duration, not both")
-	}
-	if s.MinPerTick < 0 {
-		add(p+".min_per_tick", "must be >= 0")
-	}
 }
 
 // admitExtra asks module rt's bulkhead, if it has one, for a permit (waiting, if the

@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/internal/setting"
 )
 
 // Config is everything Validate checks at once.
@@ -205,8 +206,8 @@ func (v *validator) checkTiers() {
 		if t.Policy > Abort {
 			v.add(p+".policy", "unknown policy")
 		}
-		checkBackoff(p+".backoff", t, v.add)
-		checkBreaker(p+".breaker", t.Breaker, v.add)
+		setting.Report(p+".backoff", t.Backoff.Check(), v.add)
+		setting.Report(p+".breaker", t.Breaker.Check(), v.add)
 	}
 }
 
@@ -223,7 +224,7 @@ func (v *validator) checkBreakers() {
 		if !ValidName(name) {
 			v.add(p, "%q: use letters, digits, '.', '_' and '-'", name)
 		}
-		checkBreaker(p, v.cfg.Breakers[name], v.add)
+		setting.Report(p, v.cfg.Breakers[name].Check(), v.add)
 	}
 }
 
@@ -320,12 +321,7 @@ func (v *validator) checkModule(i int, m ModuleSpec) {
 		v.add(p+".every", "must be between 1 and %d", MaxEvery)
 	}
 	checkAttempts(p+".max_attempts", m.MaxAttempts, v.add)
-	if m.TTL.Fixed < 0 {
-		v.add(p+".ttl", "must be >= 0")
-	}
-	if m.TTL.Auto && m.TTL.Max > 0 && m.TTL.Min > m.TTL.Max {
-		v.add(p+".ttl", "auto TTL min %s is above max %s", m.TTL.Min, m.TTL.Max)
-	}
+	setting.Report(p+".ttl", m.TTL.Check(), v.add)
 	v.checkModuleBreaker(p, m)
 	if m.Policy > Abort {
 		v.add(p+".policy", "unknown policy")
@@ -421,49 +417,6 @@ func effectiveAttempts(m ModuleSpec, t Tier) int {
 		a = 1
 	}
 	return a
-}
-
-func checkBackoff(p string, t Tier, add func(string, string, ...any)) {
-	b := t.Backoff
-	if b.Base < 0 {
-		add(p+".base", "must be >= 0")
-	}
-	if b.Max < 0 {
-		add(p+".max", "must be >= 0")
-	}
-	if b.Factor != 0 && !(b.Factor >= 1) { // also rejects NaN
-		add(p+".factor", "must be >= 1")
-	}
-	if !(b.Jitter >= 0 && b.Jitter <= 1) { // also rejects NaN
-		add(p+".jitter", "must be between 0 and 1")
-	}
-}
-
-func checkBreaker(p string, s breaker.Settings, add func(string, string, ...any)) {
-	if s.FailureThreshold < 0 {
-		add(p+".failure_threshold", "must be >= 1")
-	}
-	if s.Cooldown < 0 {
-		add(p+".cooldown", "must be >= 0")
-	}
-	if s.HalfOpenProbes < 0 {
-		add(p+".half_open_probes", "must be >= 1")
-	}
-	if s.HalfOpenSuccesses < 0 {
-		add(p+".half_open_successes", "must be >= 1")
-	}
-	if s.Kind > breaker.Rate {
-		add(p+".kind", "unknown breaker kind %s", s.Kind)
-	}
-	if s.Window < 0 || s.Window > breaker.MaxWindow {
-		add(p+".window", "must be between 1 and %d", breaker.MaxWindow)
-	}
-	if s.MinTicks < 0 || (s.Window > 0 && s.MinTicks > s.Window) {
-		add(p+".min_ticks", "must be between 1 and window")
-	}
-	if s.FailureRate < 0 || s.FailureRate > 1 || s.FailureRate != s.FailureRate {
-		add(p+".failure_rate", "must be > 0 and <= 1")
-	}
 }
 
 // Upper bounds of per-tier and per-module settings: a larger value could never take

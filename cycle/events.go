@@ -41,6 +41,13 @@ type event struct {
 	async     AsyncEvent   // evAsync
 }
 
+// BreakerEvent returns breaker transition t, in tick, as the stream carries it and the
+// recorder keeps it: the one conversion.
+func BreakerEvent(t breaker.Transition, tick uint64) faultsummary.BreakerEvent {
+	return faultsummary.BreakerEvent{Breaker: t.Name, From: t.From.String(), To: t.To.String(), Reason: t.Reason,
+		At: t.At, TickID: tick}
+}
+
 // subscriber receives the engine's events (by value: publishing allocates nothing).
 type subscriber func(event)
 
@@ -59,16 +66,14 @@ func hubSubscriber(hub *faultsummary.Hub) subscriber {
 		case evTick:
 			hub.Publish(faultsummary.Event{Type: faultsummary.EventTick, Summary: ev.summary})
 		case evBreaker:
-			t := ev.breaker
-			hub.Publish(faultsummary.Event{Type: faultsummary.EventBreaker, Breaker: &faultsummary.BreakerEvent{
-				Breaker: t.Name, From: t.From.String(), To: t.To.String(), Reason: t.Reason, At: t.At, TickID: ev.tick}})
+			be := BreakerEvent(ev.breaker, ev.tick)
+			hub.Publish(faultsummary.Event{Type: faultsummary.EventBreaker, Breaker: &be})
 		case evEmergency:
 			em := ev.emergency
 			hub.Publish(faultsummary.Event{Type: faultsummary.EventEmergency, Emergency: &em})
 		case evShed:
 			sh := ev.shed
-			hub.Publish(faultsummary.Event{Type: faultsummary.EventShed, Shed: &faultsummary.ShedEvent{TickID: sh.TickID,
-				Shed: sh.Shed, Level: sh.Level, Modules: sh.Modules, Reason: sh.Reason}})
+			hub.Publish(faultsummary.Event{Type: faultsummary.EventShed, Shed: &sh})
 		}
 	}
 }

@@ -59,19 +59,9 @@ type StartupConfig struct {
 	Timeout time.Duration
 }
 
-// ShedEvent is one step of load shedding.
-type ShedEvent struct {
-	// TickID is the tick after which the step was taken; it applies from the next.
-	TickID uint64
-	// Shed is true for a step shed, false for a step restored.
-	Shed bool
-	// Level is the number of steps shed after it.
-	Level int
-	// Modules names the modules shed after it.
-	Modules []string
-	// Reason says why shedding is on (empty once everything is restored).
-	Reason string
-}
+// ShedEvent is one step of load shedding, as the hooks receive it and the stream carries
+// it: the one type of the event (see faultsummary.ShedEvent).
+type ShedEvent = faultsummary.ShedEvent
 
 // StartupEvent is the end of startup.
 type StartupEvent struct {

@@ -25,13 +25,19 @@ const (
 // event by its type, and the HTTP description is compared with it.
 func EventTypes() []EventType { return []EventType{EventTick, EventBreaker, EventEmergency, EventShed} }
 
-// ShedEvent is a step of load shedding as streamed.
+// ShedEvent is one step of load shedding: the engine's hooks receive it (cycle.ShedEvent
+// is this type) and the stream carries it.
 type ShedEvent struct {
-	TickID  uint64   `json:"tick_id"`
-	Shed    bool     `json:"shed"` // false: a step restored
-	Level   int      `json:"level"`
+	// TickID is the tick after which the step was taken; it applies from the next.
+	TickID uint64 `json:"tick_id"`
+	// Shed is true for a step shed, false for a step restored.
+	Shed bool `json:"shed"`
+	// Level is the number of steps shed after it.
+	Level int `json:"level"`
+	// Modules names the modules shed after it.
 	Modules []string `json:"modules"`
-	Reason  string   `json:"reason"`
+	// Reason says why shedding is on (empty once everything is restored).
+	Reason string `json:"reason"`
 }
 
 // BreakerEvent is a breaker transition as streamed.

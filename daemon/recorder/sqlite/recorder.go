@@ -218,8 +218,7 @@ func (r *Recorder) Hooks() cycle.Hooks {
 		},
 		OnBreaker: func(t breaker.Transition) {
 			tick := r.currentTick()
-			r.eventAt(recorder.KindBreaker, tick, faultsummary.BreakerEvent{Breaker: t.Name,
-				From: t.From.String(), To: t.To.String(), Reason: t.Reason, At: t.At, TickID: tick})
+			r.eventAt(recorder.KindBreaker, tick, cycle.BreakerEvent(t, tick))
 		},
 		OnEmergency: func(ev faultsummary.EmergencyEvent) {
 			kind := recorder.KindEmergencyLeft

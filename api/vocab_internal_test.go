@@ -68,7 +68,7 @@ func TestOpenAPIVocabulary(t *testing.T) {
 		tierStatuses = append(tierStatuses, string(row.Name))
 	}
 	kinds := recorder.EventKinds()
-	faultKinds := []string{fault.KindNone.String()}
+	faultKinds := []string{""} // no fault
 	for _, k := range fault.Kinds() {
 		faultKinds = append(faultKinds, k.String())
 	}

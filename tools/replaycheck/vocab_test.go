@@ -75,7 +75,7 @@ func outcomes() []vocabCase {
 // lineOf returns the summary line the engine writes for verdict v on outcome o.
 func lineOf(name string, c vocabCase, v decide.Verdict) faultsummary.Module {
 	m := faultsummary.Module{Name: name, Tier: "t", Status: v.Status.Public(), Attempts: c.o.Attempts,
-		FaultKind: v.Kind.String(), Breaker: name, CircuitState: "closed",
+		Breaker: name, CircuitState: "closed",
 		Served: faultsummary.Served{Key: name, Source: blackboard.LastGood, Stale: true}}
 	if c.p.Safety {
 		m.Tier = "safety"
@@ -91,6 +91,9 @@ func lineOf(name string, c vocabCase, v decide.Verdict) faultsummary.Module {
 		m.Served.Stale = false
 	}
 	m.UsingFallback = m.Served.Source == blackboard.LastGood
+	if v.Kind != fault.KindNone { // as the engine writes it: empty without a fault
+		m.FaultKind = v.Kind.String()
+	}
 	if err := v.Cause.Err(); err != nil {
 		m.Error = err.Error()
 	} else if v.Cause == decide.CauseRun {

@@ -4,8 +4,9 @@ package faultsummary
 // tier statuses and the event types. Everything else that names them (the decision core,
 // the invariant checker, the recorder's search, replay's inverse, the advisor, the HTTP
 // description and the dashboard) reads these tables or is compared with them by a test.
-// A new module status is a row here and a case in codeOf, plus the outcome that decides it
-// (cycle/decide) and replay's inverse of it (replaycheck).
+// A new module status is a row here and a case in codeOf, the rule that decides it
+// (cycle/decide), and its entries in api/openapi.yaml and ui/static/app.js, which tests
+// compare with this table.
 
 // Status is the outcome of one module in one tick, as the summary names it.
 type Status string

@@ -6,9 +6,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cycled/cycled/daemon/recorder"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
-	"github.com/cycled/cycled/recorder"
 )
 
 // at walks the decoded description along path: map keys, or for a list the element whose

@@ -10,6 +10,7 @@ import (
 	"github.com/cycled/cycled/api"
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/daemon/recorder"
 	"github.com/cycled/cycled/daemon/recorder/sqlite"
 )
 

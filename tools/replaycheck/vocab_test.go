@@ -10,12 +10,12 @@ import (
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/cycle/decide"
-	"github.com/cycled/cycled/fault"
-	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/daemon/recorder"
 	"github.com/cycled/cycled/daemon/recorder/sqlite"
-	"github.com/cycled/cycled/tools/replaycheck"
+	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/faultsummary"
 	"github.com/cycled/cycled/tiers"
+	"github.com/cycled/cycled/tools/replaycheck"
 )
 
 // vocabCase is one outcome of the decision core under one policy.

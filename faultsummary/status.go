@@ -5,7 +5,7 @@ package faultsummary
 // the invariant checker, the recorder's search, replay's inverse, the advisor, the HTTP
 // description and the dashboard) reads these tables or is compared with them by a test.
 // A new module status is a row here and a case in codeOf, the rule that decides it
-// (cycle/decide), and its entries in api/openapi.yaml and ui/static/app.js, which tests
+// (cycle/decide), and its entries in api/openapi.yaml and daemon/ui/static/app.js, which tests
 // compare with this table.
 
 // Status is the outcome of one module in one tick, as the summary names it.
@@ -71,7 +71,7 @@ type StatusInfo struct {
 	Searchable bool
 	// Async: the end of an asynchronous module's run may have it.
 	Async bool
-	// Class is its colour class on the dashboard (ui/static/app.js, STATUS).
+	// Class is its colour class on the dashboard (daemon/ui/static/app.js, STATUS).
 	Class string
 	// Doc says what it means, in a few words.
 	Doc string
@@ -207,7 +207,7 @@ const (
 // TierStatusInfo is what a tier status means.
 type TierStatusInfo struct {
 	Name TierStatus
-	// Class is its colour class on the dashboard (ui/static/app.js, TIER_STATUS).
+	// Class is its colour class on the dashboard (daemon/ui/static/app.js, TIER_STATUS).
 	Class string
 }
 

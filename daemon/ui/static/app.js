@@ -33,14 +33,15 @@
   // STATUS is the page's one table of module statuses: every status of the summary with
   // its colour class c, its shape and its glyph g; h is the bar height (the more serious,
   // the taller); outline draws a frame only; hatch a diagonal; notch a gap across the bar.
-  // nominal marks the statuses that are not a degradation (the API's search refuses them).
+  // unsearchable marks the statuses whose lines the recorder does not index (the API's
+  // search refuses them; the Go status table's searchable column).
   // An entry with derived is not a status of the summary but one the page shows instead
   // of another (derived says when); a check against the Go vocabulary skips it.
   const STATUS = {
-    ok: { c: 'ok', h: 0.35, g: '✓', nominal: true },
+    ok: { c: 'ok', h: 0.35, g: '✓', unsearchable: true },
     probe_ok: { c: 'probe', h: 0.35, g: 'p', notch: true },
     retried: { c: 'retried', h: 0.6, g: 'r' },
-    not_due: { c: 'idle', h: 0.15, g: '·', nominal: true },
+    not_due: { c: 'idle', h: 0.15, g: '·', unsearchable: true },
     skipped: { c: 'skip', h: 1, g: '–', hatch: true },
     rejected: { c: 'warn', h: 0.8, g: 'R', outline: true },
     shed: { c: 'skip', h: 0.8, g: 's', outline: true },
@@ -49,7 +50,7 @@
     timed_out: { c: 'bad', h: 1, g: 'T', notch: true },
     probe_failed: { c: 'bad', h: 1, g: 'P', hatch: true },
     failed: { c: 'bad', h: 1, g: '✕' },
-    idle: { c: 'idle', h: 0.15, g: '·', nominal: true, derived: 'skipped: an emergency-only module outside emergency mode, where nothing is expected of it' },
+    idle: { c: 'idle', h: 0.15, g: '·', unsearchable: true, derived: 'skipped: an emergency-only module outside emergency mode, where nothing is expected of it' },
   };
   const UNKNOWN = { c: 'skip', h: 0.5, g: '?' };
   const TIER_STATUS = { ok: 'ok', degraded: 'warn', failed: 'bad', skipped: 'skip' };
@@ -1723,9 +1724,9 @@
   }
 
   // legend draws the status legend from STATUS, and offers the statuses the search takes
-  // (those that are not nominal) in the status filter.
+  // (those that are searchable) in the status filter.
   function legend() {
-    fillSelect($('f-status'), Object.keys(STATUS).filter((k) => !STATUS[k].nominal && !STATUS[k].derived), [['', 'any']]);
+    fillSelect($('f-status'), Object.keys(STATUS).filter((k) => !STATUS[k].unsearchable && !STATUS[k].derived), [['', 'any']]);
     const ul = $('legend');
     const items = Object.entries(STATUS).map(([name, st]) => {
       const c = el('canvas', { width: 12 * 2, height: ROW_H * 2, 'aria-hidden': 'true' });

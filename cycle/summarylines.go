@@ -146,6 +146,9 @@ func (l *tickLines) Status(i int) faultsummary.Status { return l.recs[i].status.
 // Identity returns the state the tick ran under: its modules, tiers, breakers and keys.
 func (l *tickLines) Identity() any { return l.st }
 
+// Latency returns the latency of line i (faultsummary.LatencyLines).
+func (l *tickLines) Latency(i int) time.Duration { return l.recs[i].latency }
+
 // Plain reports whether line i is a plain success (faultsummary.KeepWhole).
 func (l *tickLines) Plain(i int) bool {
 	r := &l.recs[i]

@@ -318,6 +318,33 @@ func (s *Summary) PlainAt(i int) bool {
 	return s.src.Plain(i)
 }
 
+// LatencyLines is implemented by Lines that can tell a line's latency without building
+// the line; LatencyAt uses it when the producer's lines have it.
+type LatencyLines interface {
+	// Latency returns the latency of line i (0 for a module that did not run).
+	Latency(i int) time.Duration
+}
+
+// Latencies returns the latencies of the summary's module lines: the producer's lines
+// themselves when they implement LatencyLines (no line is built), else a reader of each
+// line's LatencyMs. A caller reading every line's latency asks for it once per summary.
+func (s *Summary) Latencies() LatencyLines {
+	if ll, ok := s.src.(LatencyLines); ok {
+		return ll
+	}
+	return lineLatencies{s}
+}
+
+// lineLatencies reads the latencies of a summary's whole lines.
+type lineLatencies struct{ s *Summary }
+
+// Latency returns line i's LatencyMs as a duration.
+func (l lineLatencies) Latency(i int) time.Duration {
+	var m Module
+	l.s.ModuleInto(i, &m)
+	return time.Duration(m.LatencyMs * float64(time.Millisecond))
+}
+
 // LinesIdentity returns the identity its producer gives the summary's lines (see
 // Lines.Identity): two summaries with the same non-nil identity have lines that name the
 // same modules, tiers, breakers and keys in the same order. It is nil for lines set whole

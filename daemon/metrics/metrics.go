@@ -20,6 +20,7 @@
 //	tier_budget_exhausted_total{tier}            counter
 //	module_runs_total{module,tier,status}        counter (one per module per tick)
 //	module_attempts_total{module}                counter
+//	module_duration_seconds{module,tier}         histogram (modules that ran; 100µs–1s, 8 buckets; moduledur.go)
 //	modules_abandoned_total{module}              counter
 //	breaker_state{breaker}                       gauge (0 closed, 1 open, 2 half-open; scrape time)
 //	breaker_transitions_total{breaker,from,to}   counter
@@ -98,9 +99,10 @@ type Collectors struct {
 	retryExhausted  *prometheus.CounterVec
 
 	linesMu sync.Mutex
-	lines   []lineCounters      // guarded by linesMu; by position in the summaries' lines
-	line    faultsummary.Module // guarded by linesMu; the line being counted
-	linesID any                 // guarded by linesMu; the LinesIdentity of the last tick's lines
+	lines   []lineCounters           // guarded by linesMu; by position in the summaries' lines
+	line    faultsummary.Module      // guarded by linesMu; the line being counted
+	linesID any                      // guarded by linesMu; the LinesIdentity of the last tick's lines
+	durs    map[[2]string]*moduleDur // guarded by linesMu; by module and tier
 
 	engine atomic.Pointer[cycle.Engine]
 
@@ -152,7 +154,7 @@ func New(reg *prometheus.Registry) *Collectors {
 	c.retryExhausted = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "retry_budget_exhausted_total",
 		Help: "Ticks in which the retry budget refused a retry."}, []string{"budget"})
 	reg.MustRegister(c.ticks, c.tickDuration, c.startLag, c.overruns, c.skippedPoints, c.lastTick,
-		c.tierDuration, c.tierExhausted, c.moduleRuns, c.moduleAttempts, c.abandoned, c.breakerTransitions,
+		c.tierDuration, c.tierExhausted, c.moduleRuns, c.moduleAttempts, moduleDurCollector{c}, c.abandoned, c.breakerTransitions,
 		c.emergencyActive, c.emergencyEntries, c.lastGoodServed, c.lastGoodExpired, engineCollector{c},
 		resilienceCollector{c}, c.retryExhausted)
 	c.guard = newGuardMetrics(reg)
@@ -233,7 +235,8 @@ func (c *Collectors) observeTick(s *faultsummary.Summary) {
 // hashes them and takes the family's lock, work on every line of every tick that the
 // resolved counters leave out (BenchmarkOnTick). A plain success in lines of
 // the same identity as the last tick's (the same modules in the same order) is not even
-// read: it counts one ok run and one attempt.
+// read: it counts one ok run and one attempt and observes its latency. A line of a module
+// that did not run (no attempt: refused, shed, open circuit) observes no duration.
 func (c *Collectors) observeLines(s *faultsummary.Summary) {
 	c.linesMu.Lock()
 	defer c.linesMu.Unlock()
@@ -245,11 +248,13 @@ func (c *Collectors) observeLines(s *faultsummary.Summary) {
 	same := id != nil && id == c.linesID
 	c.linesID = id
 	m := &c.line
+	lat := s.Latencies()
 	for i := range n {
 		lc := &c.lines[i]
 		if same && lc.ok != nil && lc.attempts != nil && s.PlainAt(i) {
 			lc.ok.Inc()
 			lc.attempts.Inc()
+			lc.dur.observe(lat.Latency(i))
 			continue
 		}
 		s.ModuleInto(i, m)
@@ -262,6 +267,10 @@ func (c *Collectors) observeLines(s *faultsummary.Summary) {
 				lc.attempts = c.moduleAttempts.WithLabelValues(m.Name)
 			}
 			lc.attempts.Add(float64(m.Attempts))
+			if lc.dur == nil {
+				lc.dur = c.moduleDurFor(m.Name, m.Tier)
+			}
+			lc.dur.observe(lat.Latency(i))
 		}
 		switch {
 		case m.Served.Expired:
@@ -286,6 +295,7 @@ type lineCounters struct {
 	byStatus        []statusCounter    // the statuses the module has had, a few at most
 	ok              prometheus.Counter // byStatus's for StatusOK
 	attempts        prometheus.Counter
+	dur             *moduleDur // module_duration_seconds; set with attempts
 	served, expired prometheus.Counter
 }
 

@@ -117,6 +117,11 @@ type Options struct {
 	// only on loopback listeners, as told by ListenerContext (see the package
 	// documentation).
 	AdminToken string
+	// AdminTokens, if set, is the set of admin tokens in force and replaces AdminToken: the
+	// daemon's named tokens (http.admin_tokens) and its unnamed one, which it replaces on
+	// every reload. An empty set serves admin routes only on loopback listeners, as an
+	// empty AdminToken does.
+	AdminTokens *Tokens
 	// Logger receives admin audit lines (Info), server errors and panics (Error). Nil
 	// means zap.NewNop().
 	Logger *zap.Logger
@@ -277,6 +282,9 @@ func newServer(opts Options) *server {
 		maxBody: opts.MaxBodyBytes,
 		cop:     http.NewCrossOriginProtection(),
 		drains:  make(chan struct{}, maxDrains),
+	}
+	if s.opts.AdminTokens == nil {
+		s.opts.AdminTokens = NewTokens(AdminToken{Token: opts.AdminToken})
 	}
 	if s.log == nil {
 		s.log = zap.NewNop()

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"mime"
 	"net"
@@ -20,38 +19,48 @@ import (
 // logged (rate-limited) and, for failed authentications, slowed down per address.
 func (s *server) admin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.authorize(w, r) {
+		who, ok := s.authorize(w, r)
+		if !ok {
 			return
 		}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r)
-		s.log.Info("admin request", zap.String("method", r.Method), zap.String("path", r.URL.Path),
-			zap.Int("status", ww.Status()), zap.String("remote", r.RemoteAddr))
+		a := s.adminAction(r, ww.Status(), who)
+		fields := []zap.Field{zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.Int("status", a.Status), zap.String("remote", a.Remote)}
+		if a.Name != "" {
+			fields = append(fields, zap.String("token_name", a.Name))
+		}
+		if a.Token != "" {
+			fields = append(fields, zap.String("token", a.Token))
+		}
+		s.log.Info("admin request", fields...)
 		if s.opts.Audit != nil {
-			s.opts.Audit(s.adminAction(r, ww.Status()))
+			s.opts.Audit(a)
 		}
 	})
 }
 
-// authorize applies the admin rules to r; when it refuses r, it has answered it.
-func (s *server) authorize(w http.ResponseWriter, r *http.Request) bool {
+// authorize applies the admin rules to r and returns the token it presented (the zero
+// entry without a token); when it refuses r, it has answered it.
+func (s *server) authorize(w http.ResponseWriter, r *http.Request) (tokenEntry, bool) {
 	if err := s.cop.Check(r); err != nil {
 		s.guard.refuse(w, r, http.StatusForbidden, refusedCrossOrigin, apiError{Code: "cross_origin",
 			Message: "cross-origin browser requests to admin routes are refused"})
-		return false
+		return tokenEntry{}, false
 	}
-	if s.opts.AdminToken == "" {
-		return s.authorizeLocal(w, r)
+	if s.opts.AdminTokens.Len() == 0 {
+		return tokenEntry{}, s.authorizeLocal(w, r)
 	}
 	if limited, wait := s.guard.throttled(r); limited {
 		w.Header().Set("Retry-After", retryAfter(wait))
 		s.guard.refuse(w, r, http.StatusTooManyRequests, refusedThrottled, apiError{Code: "too_many_failures",
 			Message: "too many failed admin authentications from this address; retry later"})
-		return false
+		return tokenEntry{}, false
 	}
-	ok, reason := s.checkToken(r)
+	who, ok, reason := s.checkToken(r)
 	if ok {
-		return true
+		return who, true
 	}
 	s.guard.failed(r)
 	msg, why := "admin routes require Authorization: Bearer <admin token>", refusedMissing
@@ -59,7 +68,7 @@ func (s *server) authorize(w http.ResponseWriter, r *http.Request) bool {
 		msg, why = "the admin token is wrong", refusedInvalid
 	}
 	s.unauthorized(w, r, why, msg)
-	return false
+	return tokenEntry{}, false
 }
 
 // authorizeLocal applies the rules of a daemon with no admin token: a loopback listener
@@ -106,21 +115,21 @@ func isUnix(a net.Addr) bool {
 	return ok
 }
 
-// checkToken compares the bearer token with the configured one in constant time (of the
-// token's SHA-256, so that its length does not leak either). reason is "missing" or
-// "invalid_token" on failure.
-func (s *server) checkToken(r *http.Request) (ok bool, reason string) {
+// checkToken compares the bearer token with every token in force in constant time (of
+// the token's SHA-256, so that its length does not leak either) and returns the one it
+// matched. reason is "missing" or "invalid_token" on failure; neither says which tokens
+// or names exist.
+func (s *server) checkToken(r *http.Request) (who tokenEntry, ok bool, reason string) {
 	h := r.Header.Get("Authorization")
 	scheme, tok, found := strings.Cut(h, " ")
 	if !found || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(tok) == "" {
-		return false, "missing"
+		return tokenEntry{}, false, "missing"
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	want := sha256.Sum256([]byte(s.opts.AdminToken))
-	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		return false, "invalid_token"
+	who, ok = s.opts.AdminTokens.match(strings.TrimSpace(tok))
+	if !ok {
+		return tokenEntry{}, false, "invalid_token"
 	}
-	return true, ""
+	return who, true, ""
 }
 
 type listenerKey struct{}
@@ -208,18 +217,19 @@ type AdminAction struct {
 	// Token is the fingerprint of the admin token used ("sha256:" and the first 8 bytes
 	// of its SHA-256 in hex), never the token; empty without a token (loopback).
 	Token string `json:"token,omitempty"`
+	// Name is the name of the admin token used (http.admin_tokens); empty for the unnamed
+	// admin_token and without a token.
+	Name string `json:"name,omitempty"`
 	// Remote is the client's address.
 	Remote string `json:"remote"`
 }
 
 // adminAction describes an answered admin request.
-func (s *server) adminAction(r *http.Request, status int) AdminAction {
-	a := AdminAction{Route: r.Method + " " + r.URL.Path, Path: r.URL.Path, Status: status, Remote: r.RemoteAddr}
+func (s *server) adminAction(r *http.Request, status int, who tokenEntry) AdminAction {
+	a := AdminAction{Route: r.Method + " " + r.URL.Path, Path: r.URL.Path, Status: status, Remote: r.RemoteAddr,
+		Token: who.fp, Name: who.name}
 	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 		a.Route = r.Method + " " + rc.RoutePattern()
-	}
-	if s.opts.AdminToken != "" {
-		a.Token = TokenFingerprint(s.opts.AdminToken)
 	}
 	return a
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -165,6 +166,51 @@ func (h HTTPConfig) check(tokenFromFile bool, add func(string, string, ...any)) 
 	}
 	if h.AdminTokenFile != "" && h.AdminToken != "" && !tokenFromFile {
 		add("http.admin_token_file", "set either admin_token or admin_token_file, not both")
+	}
+	h.checkAdminTokens(add)
+}
+
+// adminTokenName is what a named admin token's name may hold: it is written into logs and
+// events as is.
+var adminTokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
+
+// checkAdminTokens checks http.admin_tokens: a valid, unique name each, exactly one of
+// token and token_file, and no token twice (a token used by two names, or equal to
+// admin_token, could not say who acted).
+func (h HTTPConfig) checkAdminTokens(add func(string, string, ...any)) {
+	names := map[string]int{}
+	tokens := map[string]int{}
+	if h.AdminToken != "" {
+		tokens[h.AdminToken] = -1
+	}
+	for i, t := range h.AdminTokens {
+		p := fmt.Sprintf("http.admin_tokens[%d]", i)
+		switch j, dup := names[t.Name]; {
+		case t.Name == "":
+			add(p+".name", "required: the name the audit trail shows for this token")
+		case !adminTokenName.MatchString(t.Name):
+			add(p+".name", "%q: use letters, digits, '.', '_', '-' and '@', at most 64 characters", t.Name)
+		case dup:
+			add(p+".name", "%q is already the name of http.admin_tokens[%d]", t.Name, j)
+		default:
+			names[t.Name] = i
+		}
+		switch {
+		case t.TokenFile != "" && t.Token != "" && !t.fromFile:
+			add(p+".token_file", "set either token or token_file, not both")
+		case t.Token == "" && t.TokenFile == "":
+			add(p+".token", "required (or token_file)")
+		case t.Token != "":
+			if j, dup := tokens[t.Token]; dup {
+				other := "http.admin_token"
+				if j >= 0 {
+					other = fmt.Sprintf("http.admin_tokens[%d]", j)
+				}
+				add(p+".token", "the same token as %s: each holder needs a token of its own", other)
+			} else {
+				tokens[t.Token] = i
+			}
+		}
 	}
 }
 

@@ -260,6 +260,7 @@ func parse(data []byte, src string, overrides []override) (*Config, error) {
 			cfg.tokenFromFile = true
 		}
 	}
+	d.Problems = append(d.Problems, cfg.HTTP.readTokenFiles()...)
 	validated := cfg.Validate()
 	for i, p := range validated {
 		for _, ov := range overrides {
@@ -350,4 +351,23 @@ func mergeProblems(decoded, validated tiers.Problems) tiers.Problems {
 		}
 	}
 	return out
+}
+
+// readTokenFiles reads the token of every named admin token that has a token_file (and no
+// token beside it: Validate reports that); each unreadable file is a problem at its path.
+func (h *HTTPConfig) readTokenFiles() tiers.Problems {
+	var ps tiers.Problems
+	for i := range h.AdminTokens {
+		t := &h.AdminTokens[i]
+		if t.TokenFile == "" || t.Token != "" {
+			continue
+		}
+		tok, err := readToken(t.TokenFile)
+		if err != nil {
+			ps = append(ps, tiers.Problem{Path: fmt.Sprintf("http.admin_tokens[%d].token_file", i), Message: err.Error()})
+			continue
+		}
+		t.Token, t.fromFile = tok, true
+	}
+	return ps
 }

@@ -563,3 +563,46 @@ func TestWarningsDoNotReject(t *testing.T) {
 		t.Fatalf("problems %v", ps)
 	}
 }
+
+func TestLoadAdminTokens(t *testing.T) {
+	file := writeFile(t, "carol", "  carol-token\n")
+	c := mustLoad(t, "http:\n  admin_token: shared\n  admin_tokens:\n    - {name: alice, token: alice-token}\n    - {name: carol, token_file: "+file+"}\n")
+	got := c.HTTP.AdminTokens
+	if len(got) != 2 || got[0].Name != "alice" || got[0].Token != "alice-token" || got[1].Name != "carol" || got[1].Token != "carol-token" {
+		t.Fatalf("tokens %+v", got)
+	}
+	b, err := json.Marshal(c.Redacted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); strings.Contains(s, "alice-token") || strings.Contains(s, "carol-token") || !strings.Contains(s, `"name":"alice"`) {
+		t.Fatalf("named tokens not redacted: %s", s)
+	}
+	if c.HTTP.AdminTokens[0].Token != "alice-token" {
+		t.Fatal("Redacted changed the configuration")
+	}
+
+	for _, tc := range []struct {
+		name, tokens string
+		want         []string
+	}{
+		{"no name", "[{token: a}]", []string{"http.admin_tokens[0].name"}},
+		{"bad name", "[{name: 'a b', token: a}]", []string{"http.admin_tokens[0].name"}},
+		{"duplicate name", "[{name: a, token: x}, {name: a, token: y}]", []string{"http.admin_tokens[1].name"}},
+		{"no token", "[{name: a}]", []string{"http.admin_tokens[0].token"}},
+		{"both", "[{name: a, token: x, token_file: " + file + "}]", []string{"http.admin_tokens[0].token_file"}},
+		{"shared token", "[{name: a, token: x}, {name: b, token: x}]", []string{"http.admin_tokens[1].token"}},
+		{"same as admin_token", "[{name: a, token: shared}]", []string{"http.admin_tokens[0].token"}},
+		{"unreadable file", "[{name: a}, {name: b, token_file: /nonexistent/token}]", []string{"http.admin_tokens[0].token", "http.admin_tokens[1].token_file"}},
+		{"unknown key", "[{name: a, tokn: x}]", []string{"http.admin_tokens[0].token", "http.admin_tokens[0].tokn"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, "http: {admin_token: shared, admin_tokens: "+tc.tokens+"}\n")
+			got := paths(problems(t, err))
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("problems at %v, want %v (%v)", got, tc.want, err)
+			}
+		})
+	}
+}

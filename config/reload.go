@@ -29,6 +29,16 @@ func (c *Config) Redacted() any {
 	if cp.HTTP.AdminToken != "" {
 		cp.HTTP.AdminToken = "***"
 	}
+	if len(cp.HTTP.AdminTokens) > 0 {
+		ts := make([]AdminTokenConfig, len(cp.HTTP.AdminTokens))
+		for i, t := range cp.HTTP.AdminTokens {
+			ts[i] = AdminTokenConfig{Name: t.Name, TokenFile: t.TokenFile}
+			if !t.fromFile {
+				ts[i].Token = "***"
+			}
+		}
+		cp.HTTP.AdminTokens = ts
+	}
 	if cp.HA.Etcd.Password != "" {
 		cp.HA.Etcd.Password = "***"
 	}
@@ -301,9 +311,6 @@ func restartOnly(old, cur *Config) []string {
 	}
 	if old.HTTP.Addr != cur.HTTP.Addr {
 		out = append(out, "http.addr")
-	}
-	if old.HTTP.AdminToken != cur.HTTP.AdminToken {
-		out = append(out, "http.admin_token")
 	}
 	if old.Log.Format != cur.Log.Format {
 		out = append(out, "log.format")

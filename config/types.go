@@ -260,6 +260,10 @@ type HTTPConfig struct {
 	AdminToken string `yaml:"admin_token"`
 	// AdminTokenFile is a file holding the admin token (trailing whitespace trimmed).
 	AdminTokenFile string `yaml:"admin_token_file"`
+	// AdminTokens are named admin tokens, accepted beside AdminToken: the audit trail
+	// (GET /events, the log) names the token an admin request used. Token files are read
+	// at every load, so a reload puts a rotated file in force without a restart.
+	AdminTokens []AdminTokenConfig `yaml:"admin_tokens"`
 	// ReadLimit paces the read routes (api.ReadLimit), so that clients polling in a tight
 	// loop cannot take the CPUs the tick needs. Applied on reload.
 	ReadLimit ReadLimitConfig `yaml:"read_limit"`
@@ -267,6 +271,21 @@ type HTTPConfig struct {
 	// serves GET /ticks/latest and reads of older ticks (default 64MiB; 0: only the
 	// latest summary's encoding is kept).
 	CacheBytes ByteSize `yaml:"cache_bytes"`
+}
+
+// AdminTokenConfig is one named admin token (http.admin_tokens[i]): a name and either the
+// token or a file holding it. The token is never shown by Redacted.
+type AdminTokenConfig struct {
+	// Name identifies the token's holder in the audit trail: letters, digits, '.', '_',
+	// '-' and '@', at most 64 characters, unique among the tokens.
+	Name string `yaml:"name"`
+	// Token is the token itself.
+	Token string `yaml:"token"`
+	// TokenFile is a file holding the token (trailing whitespace trimmed), read at every
+	// load and reload.
+	TokenFile string `yaml:"token_file"`
+
+	fromFile bool // Token was read from TokenFile
 }
 
 // RecorderConfig is the flight recorder (key "recorder"): every summary and event kept

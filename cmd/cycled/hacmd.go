@@ -57,7 +57,11 @@ func haCmd(args []string, stdout, stderr io.Writer) int {
 		printGroup(stdout, view, *asJSON)
 		return exitOK
 	}
-	return stepDownActive(ctx, view, cfg.HTTP.AdminToken, stdout, stderr)
+	tok := cfg.HTTP.AdminToken
+	if tok == "" && len(cfg.HTTP.AdminTokens) > 0 {
+		tok = cfg.HTTP.AdminTokens[0].Token // the configuration's first named token
+	}
+	return stepDownActive(ctx, view, tok, stdout, stderr)
 }
 
 // printGroup prints the group as etcd holds it.

@@ -77,9 +77,11 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	defer engine.Close()
 	readLimiter := api.NewReadLimiter(readLimit(cfg.HTTP.ReadLimit))
 	registerServeMetrics(reg, engine, readLimiter)
-	reloader := newReloader(cfg, regs, engine, loadOpts, log, level, fl, readLimiter)
+	tokens := api.NewTokens(adminTokens(cfg)...)
+	reloader := newReloader(cfg, regs, engine, loadOpts, log, level, fl, readLimiter, tokens)
 	store := restoreRuntime(cfg, engine, reloader, log)
 	apiOpts := apiOptions(cfg, engine, reg, reloader, store, log, readLimiter)
+	apiOpts.AdminTokens = tokens
 	fl.wire(&apiOpts)
 	grp.wire(&apiOpts)
 	baseCtx, cancelBase := context.WithCancel(context.Background())
@@ -195,9 +197,10 @@ func registerServeMetrics(reg *prometheus.Registry, engine *cycle.Engine, readLi
 }
 
 // newReloader returns the configuration's reloader; a successful reload also sets the log
-// level and the read pacing, and every reload is logged and recorded.
+// level, the read pacing and the admin tokens (token files are read again at every load,
+// so a rotated file takes effect), and every reload is logged and recorded.
 func newReloader(cfg *config.Config, regs []cycle.Registration, engine *cycle.Engine, loadOpts []config.LoadOption,
-	log *zap.Logger, level zap.AtomicLevel, fl *flight, readLimiter *api.ReadLimiter) *config.Reloader {
+	log *zap.Logger, level zap.AtomicLevel, fl *flight, readLimiter *api.ReadLimiter, tokens *api.Tokens) *config.Reloader {
 	var reloader *config.Reloader
 	reloader = config.NewReloader(cfg, regs, engine, config.WithLoadOptions(loadOpts...),
 		config.OnReload(func(res config.ReloadResult) {
@@ -211,8 +214,19 @@ func newReloader(cfg *config.Config, regs []cycle.Registration, engine *cycle.En
 				level.SetLevel(l) // the level follows reloads; the format needs a restart
 			}
 			readLimiter.Set(readLimit(cur.HTTP.ReadLimit))
+			tokens.Set(adminTokens(cur))
 		}))
 	return reloader
+}
+
+// adminTokens returns the admin tokens of cfg: the unnamed http.admin_token and the named
+// http.admin_tokens.
+func adminTokens(cfg *config.Config) []api.AdminToken {
+	ts := []api.AdminToken{{Token: cfg.HTTP.AdminToken}}
+	for _, t := range cfg.HTTP.AdminTokens {
+		ts = append(ts, api.AdminToken{Name: t.Name, Token: t.Token})
+	}
+	return ts
 }
 
 // restoreRuntime opens the store of runtime registrations in state_dir and registers the
@@ -266,8 +280,8 @@ func startHTTP(baseCtx context.Context, cancelBase func(), cfg *config.Config, h
 		log.Error("cannot listen", zap.String("addr", cfg.HTTP.Addr), zap.Error(err))
 		return nil, nil, false
 	}
-	if cfg.HTTP.AdminToken == "" && !api.LoopbackAddr(ln.Addr()) {
-		log.Warn("no admin token configured: admin routes answer 403 on this non-loopback listener; set http.admin_token (CYCLED_HTTP_ADMIN_TOKEN)",
+	if cfg.HTTP.AdminToken == "" && len(cfg.HTTP.AdminTokens) == 0 && !api.LoopbackAddr(ln.Addr()) {
+		log.Warn("no admin token configured: admin routes answer 403 on this non-loopback listener; set http.admin_token (CYCLED_HTTP_ADMIN_TOKEN) or http.admin_tokens",
 			zap.String("addr", ln.Addr().String()))
 	}
 	srv = &http.Server{

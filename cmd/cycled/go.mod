@@ -10,6 +10,7 @@ require (
 	github.com/cycled/cycled/daemon/natsexport v0.0.0-00010101000000-000000000000
 	github.com/cycled/cycled/daemon/recorder/sqlite v0.0.0-00010101000000-000000000000
 	github.com/cycled/cycled/tools v0.0.0-00010101000000-000000000000
+	github.com/mattn/go-isatty v0.0.24
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/pflag v1.1.0
 	go.uber.org/zap v1.28.0
@@ -31,7 +32,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
-	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/nats.go v1.56.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect

@@ -67,6 +67,10 @@ const usage = `Usage:
   cycled advise --sim [sim flags] | --from STATE_DIR [--config F]
                                  propose tier budgets, max_attempts and breaker cooldowns,
                                  each checked by re-simulation (before and after shown)
+  cycled tail [--addr URL] [--module M] [--tier T] [--severity S] [--json]
+                                 follow a running daemon: one line per tick (modules off
+                                 nominal only) and breaker, emergency, shedding and reload
+                                 events; default $CYCLED_ADDR, else http://127.0.0.1:8080
   cycled ha status|step-down [--config F] [--json]
                                  show the active/standby group as etcd holds it, or ask
                                  the active daemon to step down (a standby takes over)
@@ -106,6 +110,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return adviseCmd(rest, stdout, stderr)
 	case "ha":
 		return haCmd(rest, stdout, stderr)
+	case "tail":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runTail(ctx, rest, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

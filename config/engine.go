@@ -141,6 +141,7 @@ func (c *Config) check() tiers.Problems {
 	c.Recorder.check(c.StateDir, add)
 	c.HA.check(c.Cycle.Period, add)
 	c.Export.check(add)
+	c.Tracing.check(add)
 	return ps
 }
 

@@ -69,6 +69,7 @@ var envKeys = []string{
 	"recorder.enabled", "recorder.flush", "recorder.keep_ticks", "recorder.keep_for", "recorder.max_bytes",
 	"ha.etcd.endpoints", "ha.etcd.username", "ha.etcd.password", "ha.election", "ha.lease_ttl", "ha.node", "ha.advertise",
 	"export.nats.url", "export.nats.stream", "export.nats.subject",
+	"tracing.endpoint", "tracing.service_name", "tracing.sampler", "tracing.sampler_arg", "tracing.queue_size",
 }
 
 // EnvVar returns the environment variable that overrides key ("http.addr" →

@@ -324,6 +324,9 @@ func restartOnly(old, cur *Config) []string {
 	if old.HTTP.CacheBytes != cur.HTTP.CacheBytes {
 		out = append(out, "http.cache_bytes")
 	}
+	if old.Tracing != cur.Tracing {
+		out = append(out, "tracing")
+	}
 	return append(out, haRestart(old, cur)...)
 }
 

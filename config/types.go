@@ -47,6 +47,9 @@ type Config struct {
 	// Export publishes summaries and events to a message stream. Changing it needs a
 	// restart.
 	Export ExportConfig `yaml:"export"`
+	// Tracing sends each sampled tick as an OpenTelemetry trace (see TracingConfig).
+	// Changing it needs a restart.
+	Tracing TracingConfig `yaml:"tracing"`
 
 	// Bulkheads are the named bulkheads modules may name (bulkhead: NAME).
 	Bulkheads map[string]BulkheadConfig `yaml:"bulkheads"`
@@ -447,7 +450,9 @@ func Defaults() *Config {
 			KeepFor: DefaultRecorderKeepFor, MaxBytes: DefaultRecorderMaxBytes},
 		Log:      LogConfig{Level: "info", Format: "console"},
 		StateDir: "./cycled-state",
-		source:   "defaults",
+		Tracing: TracingConfig{ServiceName: "cycled", Sampler: DefaultTracingSampler, SamplerArg: DefaultTracingSamplerArg,
+			QueueSize: DefaultTracingQueueSize},
+		source: "defaults",
 	}
 	haDefaults(c)
 	c.resolve(map[string]bool{})

@@ -405,6 +405,12 @@ func (h *HTTP) newRequest(ctx context.Context, req tickRequest, left time.Durati
 	if e := epochHeader(ctx); e != "" {
 		hr.Header.Set(HeaderEpoch, e)
 	}
+	if tp, ts := traceHeaders(ctx, req.TickID, req.Module); tp != "" {
+		hr.Header.Set(HeaderTraceparent, tp)
+		if ts != "" {
+			hr.Header.Set(HeaderTracestate, ts)
+		}
+	}
 	if req.Deadline != "" {
 		hr.Header.Set(HeaderDeadline, req.Deadline)
 		hr.Header.Set(HeaderBudget, strconv.FormatFloat(float64(left.Microseconds())/1000, 'f', -1, 64))

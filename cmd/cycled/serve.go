@@ -70,7 +70,12 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 		return exitError
 	}
 	defer exp.close(log) // after the engine's Close below: its last summaries are exported
-	engine, regs, ok := newEngine(cfg, log, reg, fl, events.Hooks(), grp.engineOptions(), exp.hooks())
+	tr, ok := openTracing(ctx, cfg, reg, log)
+	if !ok {
+		return exitError
+	}
+	defer tr.close(log) // after the engine's Close below: its last ticks are traced
+	engine, regs, ok := newEngine(cfg, log, reg, fl, events.Hooks(), grp.engineOptions(), exp.hooks(), tr.engineOptions())
 	if !ok {
 		return exitError
 	}
@@ -84,7 +89,7 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	apiOpts.AdminTokens = tokens
 	fl.wire(&apiOpts)
 	grp.wire(&apiOpts)
-	baseCtx, cancelBase := context.WithCancel(context.Background())
+	baseCtx, cancelBase := context.WithCancel(tr.context(context.Background())) // step mode's ticks run under it
 	defer cancelBase()
 	var active inflight
 	srv, serveErr, ok := startHTTP(baseCtx, cancelBase, cfg, api.New(apiOpts), &active, log, stdout)
@@ -93,7 +98,7 @@ func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string
 	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	runDone, watchDone := runInBackground(grp.start(runCtx, engine, advertiseURL(srv.Addr), reg), engine, reloader)
+	runDone, watchDone := runInBackground(grp.start(tr.context(runCtx), engine, advertiseURL(srv.Addr), reg), engine, reloader)
 
 	code = waitForEnd(ctx, hup, reloader, log, serveErr, runDone, watchDone)
 	stop() // a second SIGINT or SIGTERM now terminates at once

@@ -13,8 +13,8 @@ import (
 )
 
 // TestTracingCost measures the daemon at 100 Hz with N=500 builtin modules, with tracing
-// off, on at the default sampling (parentbased_traceidratio 0.01) and on for every tick
-// (always_on), exporting to a receiver in the test: the daemon's CPU per tick and the
+// off, on at the default sampling (parentbased_traceidratio 0.01), on for every tick
+// (always_on), or sampling none (always_off: what the hook costs), exporting to a receiver in the test: the daemon's CPU per tick and the
 // start lag's p99, over $TRACING_BENCH seconds per window, the variants alternating for
 // $TRACING_ROUNDS rounds (default 3); medians (BENCHMARKS.md, "Tracing and module
 // histograms"). Skipped unless TRACING_BENCH is set.
@@ -41,6 +41,7 @@ func TestTracingCost(t *testing.T) {
 		env  []string
 	}{
 		{"off", nil},
+		{"on, always_off", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rc.srv.URL, "OTEL_TRACES_SAMPLER=always_off"}},
 		{"on, default sampling", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rc.srv.URL}},
 		{"on, always_on", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rc.srv.URL, "OTEL_TRACES_SAMPLER=always_on"}},
 	}

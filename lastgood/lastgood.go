@@ -152,13 +152,16 @@ type record struct {
 	// together so that a write touches no more lines than that: in a tick of many trivial
 	// modules the writes are most of the work (bench/floor's BenchmarkEngine).
 	mu        sync.Mutex
-	hasEntry  bool   // guarded by mu; slots[cur] holds the entry
-	detached  bool   // guarded by mu; deleted from the store: writes through a Slot are not counted
-	hasPrev   bool   // guarded by mu; slots[cur^1] holds the entry before it (see GetBefore)
-	cur       uint8  // guarded by mu; the slot of the entry
-	hasPolicy bool   // guarded by mu
-	seq       uint64 // guarded by mu; the last Seq assigned
-	seqEnd    uint64 // guarded by mu; the end of the record's block of sequence numbers
+	hasEntry  bool  // guarded by mu; slots[cur] holds the entry
+	hasPrev   bool  // guarded by mu; slots[cur^1] holds the entry before it (see GetBefore)
+	cur       uint8 // guarded by mu; the slot of the entry
+	hasPolicy bool  // guarded by mu
+	// marks holds markWritten and markDetached, changed under mu, read also without it
+	// (Slot.Unwritten): each is set once in a record's life, so reading them costs a
+	// writer nothing.
+	marks  atomic.Uint32
+	seq    uint64 // guarded by mu; the last Seq assigned
+	seqEnd uint64 // guarded by mu; the end of the record's block of sequence numbers
 	// Write history for automatic TTLs.
 	avg     float64 // guarded by mu; moving average of the write interval, in ns
 	samples uint64  // guarded by mu; intervals folded into avg
@@ -267,10 +270,21 @@ func (r *record) noteWrite(written time.Time) {
 			}
 			r.samples++
 		}
-	} else if !r.detached {
+	} else if m := r.marks.Load(); m&markDetached == 0 {
 		r.st.stored.Add(1)
+		if m&markWritten == 0 {
+			r.marks.Store(m | markWritten)
+		}
+	} else if m&markWritten == 0 {
+		r.marks.Store(m | markWritten)
 	}
 }
+
+// The marks of a record.
+const (
+	markWritten  = 1 << iota // an entry was written to it once
+	markDetached             // deleted from the store: writes through a Slot are not counted
+)
 
 // Get returns the stored value of key with its age and quality at now. It allocates nothing.
 func (s *Store) Get(key string, now time.Time) Lookup { return s.GetBefore(key, 0, now) }
@@ -369,7 +383,7 @@ func (sl *Slot) PutValue(value any, module string, tick uint64, written time.Tim
 func (sl *Slot) Get(now time.Time) Lookup {
 	r := (*record)(sl)
 	r.mu.Lock()
-	if r.detached {
+	if r.marks.Load()&markDetached != 0 {
 		r.mu.Unlock()
 		return r.st.Get(r.key, now)
 	}
@@ -377,6 +391,11 @@ func (sl *Slot) Get(now time.Time) Lookup {
 	r.mu.Unlock()
 	return l
 }
+
+// Unwritten reports whether no entry was ever written to the slot's key and the slot is
+// still attached: Get then answers Missing until the next write. It takes no lock, for a
+// reader that asks every tick about a key whose writer never succeeded.
+func (sl *Slot) Unwritten() bool { return (*record)(sl).marks.Load() == 0 }
 
 // Latest returns the last entry written through the slot or to its key (ok=false: none,
 // or the slot is nil). Unlike Get it says nothing of age or TTL.
@@ -458,7 +477,7 @@ func (s *Store) Delete(key string) {
 		r.hasEntry = false
 	}
 	r.hasPrev = false
-	r.detached = true
+	r.marks.Store(r.marks.Load() | markDetached)
 	r.mu.Unlock()
 }
 

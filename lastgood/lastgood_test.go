@@ -635,3 +635,30 @@ func TestSlotLatest(t *testing.T) {
 		t.Fatal("a nil slot has an entry")
 	}
 }
+
+// TestSlotUnwritten: a slot is unwritten, and Get answers Missing, until its first write;
+// a write, or a Delete of its key (whose slot then answers what the store holds), ends that
+// for good.
+func TestSlotUnwritten(t *testing.T) {
+	s := New()
+	sl := s.Slot("k")
+	if !sl.Unwritten() {
+		t.Fatal("a new slot is not unwritten")
+	}
+	if lk := sl.Get(at(0)); lk.Quality != Missing {
+		t.Fatalf("Get of an unwritten slot = %v, want missing", lk.Quality)
+	}
+	sl.PutValue(1, "m", 1, at(0))
+	if sl.Unwritten() {
+		t.Fatal("a written slot is unwritten")
+	}
+	s.Delete("k")
+	if sl.Unwritten() {
+		t.Fatal("a slot detached by Delete is unwritten")
+	}
+	other := s.Slot("j")
+	s.Delete("j")
+	if other.Unwritten() {
+		t.Fatal("a slot never written but detached is unwritten: the store may hold a new value for its key")
+	}
+}

@@ -156,6 +156,33 @@ func (l *tickLines) Plain(i int) bool {
 		r.circuit == breaker.Closed && r.flags == lineLive
 }
 
+// SameLine reports whether line i is line i of prev, the lines of an earlier tick under
+// the same state (faultsummary.SameLines): the same record and the same extras, serving
+// no value. The identity of a line is the state's, and the rest of it is read from its
+// record and extras alone when it serves none (see Line).
+func (l *tickLines) SameLine(prev faultsummary.Lines, i int) bool {
+	p, ok := prev.(*tickLines)
+	if !ok || p.st != l.st {
+		return false
+	}
+	a, b := &l.recs[i], &p.recs[i]
+	if a.flags&lineLive != 0 || (a.ex == 0) != (b.ex == 0) || !a.sameFacts(b) {
+		return false
+	}
+	if a.ex == 0 {
+		return true
+	}
+	x, y := &l.ex[a.ex-1], &p.ex[b.ex-1]
+	return x.served == 0 && y.served == 0 && *x == *y
+}
+
+// sameFacts reports whether r and o are equal but for their extras' index.
+func (r *lineRec) sameFacts(o *lineRec) bool {
+	return r.latency == o.latency && r.seq == o.seq && r.written == o.written && r.attempts == o.attempts &&
+		r.status == o.status && r.kind == o.kind && r.circuit == o.circuit && r.flags == o.flags &&
+		r.refusal == o.refusal && r.late == o.late && r.cause == o.cause
+}
+
 // Line sets *m to line i.
 func (l *tickLines) Line(i int, m *faultsummary.Module) {
 	rt, r := l.st.lines[i], &l.recs[i]

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/fault"
@@ -136,4 +137,25 @@ func TestCompactLinesReadBack(t *testing.T) {
 		time.Sleep(2 * time.Second) // virtual: the abandoned run of slow returns
 		synctest.Wait()
 	})
+}
+
+// sameFacts compares every field of a line's record but its extras' index: a record that
+// differs from another in any one field is not the same line (SameLine, which lets the
+// history share a steady state's lines, relies on it).
+func TestLineRecSameFacts(t *testing.T) {
+	rt := reflect.TypeFor[lineRec]()
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		var a, b lineRec
+		fv := reflect.ValueOf(&b).Elem().Field(i)
+		fv = reflect.NewAt(fv.Type(), unsafe.Pointer(fv.UnsafeAddr())).Elem()
+		if fv.CanInt() {
+			fv.SetInt(1)
+		} else {
+			fv.SetUint(1)
+		}
+		if got, want := a.sameFacts(&b), f.Name == "ex"; got != want {
+			t.Errorf("records differing in %s: sameFacts = %v, want %v", f.Name, got, want)
+		}
+	}
 }

@@ -47,6 +47,8 @@ type History struct {
 	// compacted summary whose kept lines are the same (see compact); used by Append only.
 	lastLines []Module
 	lastIdx   []int32
+	lastSrc   Lines  // the producer's lines whose kept lines lastLines are (nil: none)
+	scratch   Module // a line being compared (see sameKept); used by Append only
 }
 
 // NewHistory returns a history that keeps the last n summaries (n < 1 means 1).
@@ -160,12 +162,13 @@ func (h *History) compact(s *Summary) *Summary {
 		// A steady state of failures (breakers that stay open, nothing served) repeats its
 		// lines tick after tick: the compacted summaries share them instead of a copy each.
 		c.lines, p.idx = h.lastLines, h.lastIdx
+		h.lastSrc = s.src
 	default:
 		c.lines, p.idx = make([]Module, len(kept)), slices.Clone(kept)
 		for j, i := range kept {
 			s.ModuleInto(int(i), &c.lines[j]) // ModuleAt would build each line on the heap first
 		}
-		h.lastLines, h.lastIdx = c.lines, p.idx
+		h.lastLines, h.lastIdx, h.lastSrc = c.lines, p.idx, s.src
 	}
 	c.packed = p
 	return &c
@@ -177,14 +180,31 @@ func (h *History) sameKept(s *Summary, kept []int32) bool {
 	if !slices.Equal(kept, h.lastIdx) {
 		return false
 	}
-	var m Module
+	same, _ := s.src.(SameLines)
+	if h.lastSrc == nil {
+		same = nil
+	}
+	m := &h.scratch
 	for j, i := range kept {
-		s.ModuleInto(int(i), &m)
-		if !sameLine(&m, &h.lastLines[j]) {
+		if same != nil && same.SameLine(h.lastSrc, int(i)) {
+			continue // the producer knows it is the line lastLines[j] was made from
+		}
+		s.ModuleInto(int(i), m)
+		if !sameLine(m, &h.lastLines[j]) {
 			return false
 		}
 	}
 	return true
+}
+
+// SameLines is implemented by Lines that can tell, without building either, that one of
+// their lines is the line at the same position of other Lines from the same producer
+// (those of an earlier summary): the compaction of a steady state of failures then
+// compares no lines.
+type SameLines interface {
+	// SameLine reports whether line i is line i of prev, a line that serves no value
+	// (false: it is not, or it is not known to be).
+	SameLine(prev Lines, i int) bool
 }
 
 // sameLine reports whether a and b are the same line. A line that serves a value is never

@@ -151,6 +151,10 @@ type state struct {
 	// a module that keeps failing costs no new string per tick, and only modules that
 	// degraded cost memory.
 	degraded map[int]string
+
+	// exc holds, per tier, the list of exceptions its tier runs reuse tick after tick (see
+	// tierRun.exception); made on a tier's first exception.
+	exc []atomic.Pointer[excList]
 }
 
 // degradedKey returns the key of rt with " (none)", or " (expired)", for degraded_keys.
@@ -291,6 +295,10 @@ type Engine struct {
 
 	// What the last tick needed, to size the next one's lists at once; guarded by tickMu.
 	lastExtras, lastDegraded int
+	// The lists a steady state of failures or refusals repeats tick after tick, guarded by
+	// tickMu (see repeated).
+	extras repeated[lineEx]
+	keys   repeated[string]
 	// How long the engine last waited for a spinning segment (see Engine.wait); guarded by tickMu.
 	lastWait time.Duration
 
@@ -533,6 +541,7 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 		want[name] = s
 	}
 	st.tierMods = make([][]*modRT, len(st.cfg.Tiers))
+	st.exc = make([]atomic.Pointer[excList], len(st.cfg.Tiers))
 	for i := range st.plan.Modules { // sorted by tier: the order the runners visit them
 		pm := &st.plan.Modules[i]
 		if pm.Spec.Async {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -241,7 +242,7 @@ func TestChainedTierTakenAtItsDeadline(t *testing.T) {
 // A tier's exception list is made at its first exception (most tiers have none) and
 // records every exception exactly once when runners report them concurrently.
 func TestTierExceptions(t *testing.T) {
-	tr := &tierRun{mods: make([]*modRT, 64)}
+	tr := &tierRun{mods: make([]*modRT, 64), seg: &segment{st: &state{exc: make([]atomic.Pointer[excList], 1)}}}
 	if got := tr.exceptions([]int32{7}); !slices.Equal(got, []int32{7}) || tr.exc.Load() != nil {
 		t.Fatalf("a tier without exceptions: %v, list made %v", got, tr.exc.Load() != nil)
 	}

@@ -91,9 +91,10 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	if r := st.resil; r != nil {
 		s.RetryBudgetExhausted = r.exhausted()
 	}
+	e.lastExtras, e.lastDegraded = len(tl.ex), len(s.DegradedKeys)
+	tl.ex, s.DegradedKeys = e.extras.settle(tl.ex), e.keys.settle(s.DegradedKeys)
 	s.Normalize()
 	s.OverallSeverity = s.ComputeSeverity()
-	e.lastExtras, e.lastDegraded = len(tl.ex), len(s.DegradedKeys)
 	e.publishTick(st, s, tl)
 	e.startAsync(id)
 	if e.running.Load() {
@@ -114,7 +115,8 @@ func (e *Engine) newSummary(st *state, id uint64, scheduled, start time.Time) (*
 		Tiers:             make([]faultsummary.Tier, len(st.cfg.Tiers)),
 	}
 	tl := newTickLines(st, id, start, e.lines.take(len(st.lines)), e.lastExtras)
-	if e.lastDegraded > 0 {
+	tl.ex = e.extras.start()
+	if s.DegradedKeys = e.keys.start(); s.DegradedKeys == nil && e.lastDegraded > 0 {
 		// Failing modules tend to fail again: one allocation instead of a growing list.
 		s.DegradedKeys = make([]string, 0, e.lastDegraded)
 	}
@@ -504,4 +506,38 @@ func (e *Engine) evalEmergency(st *state, id uint64, out tierOutcome) {
 
 func (e *Engine) emergencyEvent(ev faultsummary.EmergencyEvent) {
 	e.emit(event{kind: evEmergency, tick: ev.TickID, emergency: ev})
+}
+
+// repeated is a list that every tick builds anew (degraded_keys, the lines' extras) and
+// that a steady state of failures or refusals repeats: a tick builds it in the buffer
+// start returns, and settle publishes the list of the tick before instead when it came
+// out the same, keeping the buffer for the next tick. A published list is never written
+// again (summaries share it read-only, as they share the circuits' lists); only a list
+// that changed costs an allocation.
+type repeated[T comparable] struct {
+	buf, last []T
+}
+
+// start returns the buffer to build the tick's list in (nil: none; append makes it).
+func (r *repeated[T]) start() []T {
+	if r.buf == nil {
+		return nil
+	}
+	return r.buf[:0]
+}
+
+// settle returns the list to publish for cur, the tick's list (built from start).
+func (r *repeated[T]) settle(cur []T) []T {
+	if len(cur) == 0 {
+		if cap(cur) > 0 {
+			r.buf = cur
+		}
+		return nil
+	}
+	if slices.Equal(cur, r.last) {
+		r.buf = cur
+		return r.last
+	}
+	r.last, r.buf = cur, nil
+	return cur
 }

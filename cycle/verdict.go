@@ -5,6 +5,7 @@ import (
 
 	"github.com/cycled/cycled/blackboard"
 	"github.com/cycled/cycled/cycle/decide"
+	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
 )
 
@@ -73,11 +74,22 @@ func (e *Engine) serve(s *faultsummary.Summary, tl *tickLines, rt *modRT, ti int
 
 // settleModule applies the verdict on module j of tr, an exception, and adds it to out.
 func (tr *tierRun) settleModule(out *tierOutcome, j int, tEnd time.Time) {
+	rt := tr.mods[j]
+	ln := &tr.seg.tl.recs[rt.idx]
+	if k := rt.w.kept; k != nil && k.repeats(rt, ln) {
+		tr.settleKept(out, rt, ln, k, j)
+		return
+	}
+	tr.settleFull(out, rt, ln, j, tEnd)
+}
+
+// settleFull judges module j of tr, rt with line ln, applies the verdict and adds it to
+// out.
+func (tr *tierRun) settleFull(out *tierOutcome, rt *modRT, ln *lineRec, j int, tEnd time.Time) {
 	e, seg := tr.e, tr.seg
 	s, tl := seg.s, seg.tl
-	rt := tr.mods[j]
-	ln := &tl.recs[rt.idx]
-	v := decide.Judge(ln.outcome(), rt.policy)
+	o := ln.outcome()
+	v := decide.Judge(o, rt.policy)
 	ln.status, ln.kind, ln.cause = v.Status, v.Kind, v.Cause
 	var errText string
 	if err := ln.err(rt); err != nil {
@@ -106,6 +118,65 @@ func (tr *tierRun) settleModule(out *tierOutcome, j int, tEnd time.Time) {
 		}
 	}
 	out.Add(v, j)
+	rt.w.kept = rt.keep(o, v, errText, s.DegradedKeys)
+}
+
+// keptLine is what settling a refused module found, kept for the ticks after it while
+// nothing it depends on changes: the same outcome (the same refusal), under the same
+// policy (a reload makes new runtimes, without it), and a key never written, which
+// serves nothing and does not age. Such a module (a breaker that stays open on a module
+// that never had a value, one not due, shed or rejected tick after tick) is then settled
+// without judging it again, looking its key up or making its served entry: only its line
+// and its board entry for the tick are written.
+type keptLine struct {
+	rt      *modRT // the runtime it was found under: the worker outlives a reload, this not
+	out     decide.Outcome
+	v       decide.Verdict
+	errText string
+	deg     string // its entry in degraded_keys; "": not listed
+}
+
+// keep returns what settling rt found (o judged v, errText; keys is degraded_keys after
+// it), if it may be kept: a refusal other than busy (whose facts change with every tick
+// it stays busy) that records nothing on the breaker and fails no safety check, on a key
+// never written. Otherwise it returns nil: the next tick settles rt in full. Unwritten is
+// asked after serving, so that a write meanwhile is seen: a key unwritten now was
+// unwritten when it was served (nothing).
+func (rt *modRT) keep(o decide.Outcome, v decide.Verdict, errText string, keys []string) *keptLine {
+	if o != (decide.Outcome{Refusal: o.Refusal}) || o.Refusal == decide.NotRefused || o.Refusal == decide.StillBusy || v.Serve == decide.Live ||
+		v.Breaker != decide.Release || v.SafetyFailure || !rt.lslot.Unwritten() {
+		return nil
+	}
+	k := rt.w.kept
+	if k == nil || k.rt != rt || k.out != o {
+		k = &keptLine{rt: rt, out: o, v: v, errText: errText}
+	}
+	k.deg = ""
+	if v.Serve != decide.Kept {
+		k.deg = keys[len(keys)-1]
+	}
+	return k
+}
+
+// repeats reports whether k may settle line ln of rt: k was found under rt, ln is a
+// refusal with no other fact (the outcome k was judged on), and rt's key is still
+// unwritten.
+func (k *keptLine) repeats(rt *modRT, ln *lineRec) bool {
+	return k.rt == rt && ln.refusal == k.out.Refusal && ln.late == decide.InTime && ln.attempts == 0 &&
+		ln.kind == fault.KindNone && ln.flags == 0 && rt.lslot.Unwritten()
+}
+
+// settleKept settles module j of tr, rt, as the tick before did: k says how.
+func (tr *tierRun) settleKept(out *tierOutcome, rt *modRT, ln *lineRec, k *keptLine, j int) {
+	s, tl := tr.seg.s, tr.seg.tl
+	ln.status, ln.kind, ln.cause = k.v.Status, k.v.Kind, k.v.Cause
+	x := tl.extra(int(rt.idx))
+	x.err, x.hasServed = k.errText, true // served nothing (see tickLines.serveEntry)
+	if k.deg != "" {
+		s.DegradedKeys = append(s.DegradedKeys, k.deg)
+	}
+	tr.e.board.Set(rt.bslot, tr.tier, blackboard.Entry{Key: rt.key, Module: rt.name, Source: blackboard.None})
+	out.Add(k.v, j)
 }
 
 // record puts the verdict's breaker event on the module's breaker. A success was recorded

@@ -438,13 +438,32 @@ func (tr *tierRun) admit(n int64) {
 func (tr *tierRun) exception(j int) {
 	n := tr.excN.Add(1) - 1
 	x := tr.exc.Load()
-	if x == nil { // the tier's first exception: most tiers have none
-		x = &excList{idx: make([]int32, len(tr.mods))}
+	if x == nil { // the tier's first exception this tick: most tiers have none
+		x = tr.excBuf()
 		if !tr.exc.CompareAndSwap(nil, x) {
 			x = tr.exc.Load()
 		}
 	}
 	x.idx[n] = int32(j)
+}
+
+// excBuf returns the list of exceptions of tr's tier, made on its first exception under
+// the state. A tier run writes it from index 0 and the one settling it reads it; the runs
+// of one tier are tick after tick and nothing writes a run's exceptions once it is settled
+// (its modules are done, or taken by the engine), so one list serves them all: a tier
+// whose modules fail or are refused every tick allocates no list per tick.
+func (tr *tierRun) excBuf() *excList {
+	p := &tr.seg.st.exc[tr.tier]
+	if x := p.Load(); x != nil && len(x.idx) == len(tr.mods) {
+		return x
+	}
+	x := &excList{idx: make([]int32, len(tr.mods))}
+	if !p.CompareAndSwap(nil, x) {
+		if y := p.Load(); len(y.idx) == len(tr.mods) {
+			return y
+		}
+	}
+	return x
 }
 
 // excList holds the indexes of a tier's exceptions (one slot per module of the tier).
@@ -547,6 +566,11 @@ type worker struct {
 	attemptFn func(ctx context.Context, n int) error
 
 	inFor *modRT // the runtime w.in was made for
+
+	// kept is how the module's last settling went, if the next may repeat it (see
+	// keptLine); owned by whoever settles the module's tier (one at a time, tick after
+	// tick), not by its run.
+	kept *keptLine
 
 	// The tick the outstanding run was admitted in and its deadline (Unix nanoseconds).
 	// Written by the admission that sets the busy bit, read by a later admission that

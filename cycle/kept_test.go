@@ -1,0 +1,115 @@
+package cycle
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cycled/cycled/blackboard"
+	"github.com/cycled/cycled/clock"
+	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/faultsummary"
+	"github.com/cycled/cycled/tiers"
+)
+
+// oneAttemptTiers are testTiers with one attempt each: a failure takes no backoff sleep.
+func oneAttemptTiers() []tiers.Tier {
+	ts := testTiers()
+	for i := range ts {
+		ts[i].MaxAttempts = 1
+	}
+	return ts
+}
+
+// A module that its breaker refuses tick after tick and that never had a value is settled
+// as the tick before (keptLine): the same line, nothing served, the same degraded key;
+// once its key is written (a probe that succeeds), the next refusal serves that value,
+// stale, and lists the key as such.
+func TestRefusedModuleSettledAsTheTickBefore(t *testing.T) {
+	var fail atomic.Bool
+	fail.Store(true)
+	clk := clock.NewFake(time.Unix(1000, 0))
+	e := newEngine(t, Config{Tiers: oneAttemptTiers()}, []Registration{
+		reg("s", "safety", ok(1)),
+		reg("p", "planning", switchable(&fail, fault.Transient(errors.New("down")), 7)),
+		reg("q", "planning", ok(2)),
+	}, WithClock(clk))
+	for range 3 { // the planning breaker opens after 3 failed ticks
+		tick(t, e)
+	}
+	var lines []faultsummary.Module
+	for i := range 4 {
+		s := tick(t, e)
+		m := mod(t, s, "p")
+		if m.Status != faultsummary.StatusOpen || m.Served.Source != blackboard.None || m.Error != "" {
+			t.Fatalf("refused tick %d: %+v, want open, nothing served, no error", i, m)
+		}
+		if !slices.Equal(s.DegradedKeys, []string{"p.result (none)"}) {
+			t.Fatalf("refused tick %d: degraded keys %q", i, s.DegradedKeys)
+		}
+		if ts := tierOf(t, s, "planning"); ts.Status != faultsummary.TierDegraded {
+			t.Fatalf("refused tick %d: planning %s, want degraded", i, ts.Status)
+		}
+		lines = append(lines, m)
+	}
+	for i := 1; i < len(lines); i++ {
+		if lines[i] != lines[0] {
+			t.Fatalf("the line of a module refused tick after tick changed:\n%+v\n%+v", lines[0], lines[i])
+		}
+	}
+	if k := workerOf(t, e, "p").kept; k == nil {
+		t.Fatal("a module refused tick after tick has nothing kept")
+	}
+
+	// The cooldown passes, the probe succeeds and writes the key; failing again reopens
+	// the breaker, and the refusals serve the value written.
+	fail.Store(false)
+	clk.Advance(2 * time.Second)
+	if m := mod(t, tick(t, e), "p"); m.Status != faultsummary.StatusProbeOK {
+		t.Fatalf("after the cooldown: %s, want probe_ok", m.Status)
+	}
+	fail.Store(true)
+	for range 3 {
+		tick(t, e)
+	}
+	for i := range 2 {
+		s := tick(t, e)
+		m := mod(t, s, "p")
+		if m.Status != faultsummary.StatusOpen || m.Served.Source != blackboard.LastGood || !m.Served.Stale || m.Served.Value != 7 {
+			t.Fatalf("refused again, tick %d: %s served %+v, want the last value (7), stale", i, m.Status, m.Served)
+		}
+		if !slices.Equal(s.DegradedKeys, []string{"p.result"}) {
+			t.Fatalf("refused again, tick %d: degraded keys %q, want [p.result]", i, s.DegradedKeys)
+		}
+	}
+}
+
+// In steady state a tick with a tenth of its modules refused by open breakers allocates
+// no more than a tick in which every module runs.
+func TestOpenBreakersAllocateNoMoreThanClean(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	allocs := func(open bool) float64 {
+		var regs []Registration
+		for i := range 50 {
+			var m tiers.Module = ok(i)
+			if open && i%10 == 3 {
+				m = failing(fault.Transient(errors.New("down")))
+			}
+			regs = append(regs, reg(fmt.Sprintf("m%d", i), []string{"safety", "knowledge", "planning"}[1+i%2], m))
+		}
+		e := newEngine(t, Config{Tiers: oneAttemptTiers(), History: 16}, regs)
+		for range 40 { // breakers open, the history fills and compacts
+			tick(t, e)
+		}
+		return testing.AllocsPerRun(200, func() { tick(t, e) })
+	}
+	clean, open := allocs(false), allocs(true)
+	if open > clean {
+		t.Fatalf("allocations per tick: %.1f with open breakers, %.1f clean", open, clean)
+	}
+}

@@ -408,6 +408,14 @@ func (b *Breaker) Name() string { return b.settings.Name }
 // Settings returns the settings with defaults applied.
 func (b *Breaker) Settings() Settings { return b.settings }
 
+// Passing returns the permit Acquire would give while the breaker is closed with nothing
+// counted (ok true), without a lock or a call: the caller asks Acquire or AcquireAt
+// otherwise. An engine that admits many modules a tick asks it first.
+func (b *Breaker) Passing() (p Permit, ok bool) {
+	f := b.fast.Load()
+	return Permit{kind: Pass, gen: f >> 1}, f&1 == 1
+}
+
 // AcquireAt is Acquire for a caller that knows the time (now, from the breaker's clock,
 // not after the present): an open breaker whose cooldown has not ended by now refuses
 // without taking its lock or reading the clock. Otherwise it is Acquire.

@@ -912,6 +912,40 @@ func TestAcquireAt(t *testing.T) {
 	})
 }
 
+// Passing gives Acquire's pass while the breaker is closed with nothing counted, and
+// nothing once a failure is counted, it opens or half-opens, or after a reset until the
+// state is closed again; a success of its permit is counted as Acquire's.
+func TestPassing(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	b := breaker.New(breaker.Settings{Name: "m", FailureThreshold: 2, Cooldown: time.Second, HalfOpenSuccesses: 1,
+		TripOn: fault.SetOf(fault.KindTransient)}, breaker.WithClock(clk))
+	p, ok := b.Passing()
+	if !ok || p != b.Acquire() {
+		t.Fatalf("a new breaker: Passing = %+v, %v; want Acquire's pass", p, ok)
+	}
+	b.Success(p)
+	if s := b.Snapshot(); s.TotalSuccesses != 1 {
+		t.Fatalf("a success of Passing's permit: %d successes, want 1", s.TotalSuccesses)
+	}
+	b.Failure(b.Acquire(), fault.KindTransient) // one failure counted: closed, not fast
+	if _, ok := b.Passing(); ok {
+		t.Fatal("Passing with a failure counted")
+	}
+	b.Failure(b.Acquire(), fault.KindTransient) // open
+	if _, ok := b.Passing(); ok {
+		t.Fatal("Passing while open")
+	}
+	clk.Advance(time.Second)
+	p = b.Acquire() // the probe: half-open
+	if _, ok := b.Passing(); ok {
+		t.Fatal("Passing while half-open")
+	}
+	b.Success(p) // closed again, nothing counted
+	if p, ok := b.Passing(); !ok || p.Kind() != breaker.Pass {
+		t.Fatalf("closed again: Passing = %+v, %v", p, ok)
+	}
+}
+
 // Prepare hands back the registered breaker while its settings are the ones asked for,
 // else a new one that the registry does not hold until Put, which replaces the old one.
 func TestRegistryPreparePut(t *testing.T) {

@@ -71,6 +71,14 @@ func (r *lineRec) outcome() decide.Outcome {
 	return o
 }
 
+// plainRun reports whether the line's outcome is decide's plain run, a success after
+// one attempt in time and not as a probe (outcome() == decide.Outcome{Attempts: 1}),
+// without building the outcome.
+func (r *lineRec) plainRun() bool {
+	return r.refusal == decide.NotRefused && r.late == decide.InTime && r.attempts == 1 &&
+		r.kind == fault.KindNone && r.flags&(lineFailed|lineProbe) == 0
+}
+
 // busyFacts records on a line refused as busy the tick its module's outstanding run was
 // admitted in and how long past that run's deadline the refusing tier started.
 func (r *lineRec) busyFacts(since uint64, overdue time.Duration) {

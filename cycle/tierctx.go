@@ -2,6 +2,7 @@ package cycle
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,11 +27,16 @@ type tierCtx struct {
 	inner    context.Context // context.WithCancelCause(tick): the Done channel
 	cancel   context.CancelCauseFunc
 	deadline time.Time
+	// solo: the tick's context is never cancelled (its Done is nil), so only expire and
+	// stop cancel this one, and they set ended first; Err is then answered without the
+	// context package while ended is not set (the runners ask it for every module).
+	solo  bool
+	ended atomic.Bool
 }
 
 // newTierCtx returns the context of a tier due at deadline, under the tick's context.
 func newTierCtx(tick context.Context, deadline time.Time) *tierCtx {
-	c := &tierCtx{tick: tick, deadline: deadline}
+	c := &tierCtx{tick: tick, deadline: deadline, solo: tick.Done() == nil}
 	if d, ok := tick.Deadline(); ok && d.Before(deadline) {
 		c.deadline = d
 	}
@@ -39,10 +45,16 @@ func newTierCtx(tick context.Context, deadline time.Time) *tierCtx {
 }
 
 // expire cancels the context because its deadline has passed.
-func (c *tierCtx) expire() { c.cancel(context.DeadlineExceeded) }
+func (c *tierCtx) expire() {
+	c.ended.Store(true)
+	c.cancel(context.DeadlineExceeded)
+}
 
 // stop cancels the context at the end of the tier (no-op once cancelled).
-func (c *tierCtx) stop() { c.cancel(context.Canceled) }
+func (c *tierCtx) stop() {
+	c.ended.Store(true)
+	c.cancel(context.Canceled)
+}
 
 // Deadline returns the tier's deadline (the tick's, if that is earlier).
 func (c *tierCtx) Deadline() (time.Time, bool) { return c.deadline, true }
@@ -53,6 +65,14 @@ func (c *tierCtx) Done() <-chan struct{} { return c.inner.Done() }
 // Err returns DeadlineExceeded once a deadline cancelled the context (the tier's, or the
 // tick's own if it came first), the cancellation otherwise, or nil.
 func (c *tierCtx) Err() error {
+	if c.solo && !c.ended.Load() {
+		return nil
+	}
+	return c.err()
+}
+
+// err is Err from the context package.
+func (c *tierCtx) err() error {
 	err := c.inner.Err()
 	if err != nil && context.Cause(c.inner) == context.DeadlineExceeded {
 		return context.DeadlineExceeded

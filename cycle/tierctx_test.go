@@ -84,3 +84,36 @@ func TestTierCtx(t *testing.T) {
 		})
 	}
 }
+
+// Under a tick's context that is never cancelled (context.Background) a tier's context
+// answers Err without the context package until the engine expires or stops it, and then
+// as under any other.
+func TestTierCtxUnderBackground(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		end  func(*tierCtx)
+		want error
+	}{
+		{"expired", (*tierCtx).expire, context.DeadlineExceeded},
+		{"stopped", (*tierCtx).stop, context.Canceled},
+	} {
+		tc := newTierCtx(context.Background(), time.Now().Add(time.Hour))
+		if !tc.solo || tc.Err() != nil {
+			t.Fatalf("%s: before: solo %v, Err %v; want solo and nil", c.name, tc.solo, tc.Err())
+		}
+		c.end(tc)
+		if err := tc.Err(); err != c.want {
+			t.Fatalf("%s: Err = %v, want %v", c.name, err, c.want)
+		}
+		select {
+		case <-tc.Done():
+		default:
+			t.Fatalf("%s: Done not closed", c.name)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if tc := newTierCtx(ctx, time.Now().Add(time.Hour)); tc.solo {
+		t.Fatal("a tier's context under a cancellable tick's is solo")
+	}
+}

@@ -117,6 +117,7 @@ type tierRun struct {
 	mods      []*modRT
 	l         *tickLines // the tick's summary lines
 	emergency bool
+	shedding  bool         // load shedding sheds modules this tick (the segment's shed is set)
 	owner     atomic.Int32 // tierOpen, then tierEnded or tierTaken: who closes the tier
 
 	closed          atomic.Bool // set by the engine at the deadline: runners stop claiming
@@ -186,7 +187,7 @@ func (e *Engine) newTierRun(seg *segment, ti int, now time.Time) *tierRun {
 	deadline := now.Add(tier.Budget)
 	tr := &tierRun{e: e, seg: seg, tick: seg.tick, ctx: newTierCtx(seg.ctx, deadline), start: now, deadline: deadline,
 		backoff: tier.Backoff, retry: tier.Retryable, tier: ti, mods: mods, l: seg.tl,
-		emergency: seg.emergency}
+		emergency: seg.emergency, shedding: seg.shed != nil}
 	seg.cur.Store(tr)
 	return tr
 }
@@ -526,6 +527,7 @@ func (tr *tierRun) settleAtDeadline() []int32 {
 				runtime.Gosched() // no module code runs in these states: it is brief
 				continue
 			case phRunning:
+				w.runTick, w.runDeadline = tr.tick, tr.deadline.UnixNano()
 				if !w.phase.CompareAndSwap(v, phase(tr.tick, phAbandoned)|busyBit) {
 					continue
 				}
@@ -573,8 +575,10 @@ type worker struct {
 	kept *keptLine
 
 	// The tick the outstanding run was admitted in and its deadline (Unix nanoseconds).
-	// Written by the admission that sets the busy bit, read by a later admission that
-	// finds it set (admissions are serialised by the phase word).
+	// A run outlives its tick only when the engine abandons it at the deadline, which
+	// writes them before it marks the run abandoned; a later admission that finds the
+	// busy bit set reads them (the phase word orders the two). A run that returns in
+	// time leaves them alone: no store for them on the runners' path.
 	runTick     uint64
 	runDeadline int64
 
@@ -667,8 +671,20 @@ const (
 // module whose run of an earlier tick has not returned. It records the refusal on the line
 // and reports whether there was one.
 func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
+	return tr.gated(rt, busy) && tr.gate(rt, ln, busy)
+}
+
+// gated reports whether a fact of decide.Gate is set for rt. Without one, decide.Admit
+// refuses nothing, which the line's zero refusal says already: most modules of most
+// ticks are admitted without building the gate (TestAdmitWithoutFacts).
+func (tr *tierRun) gated(rt *modRT, busy bool) bool {
+	return busy || tr.shedding || rt.policy.EmergencyOnly || rt.spec.Every > 1
+}
+
+// gate is preAdmit for a module with a fact of decide.Gate set.
+func (tr *tierRun) gate(rt *modRT, ln *lineRec, busy bool) bool {
 	ln.refusal = decide.Admit(decide.Gate{Tick: tr.tick, Every: rt.spec.Every, EmergencyOnly: rt.spec.Emergency,
-		Emergency: tr.emergency, Busy: busy, Shed: tr.seg.shed != nil && tr.seg.shed[rt.idx]})
+		Emergency: tr.emergency, Busy: busy, Shed: tr.shedding && tr.seg.shed[rt.idx]})
 	if ln.refusal == decide.StillBusy {
 		w := rt.w
 		ln.busyFacts(w.runTick, time.Duration(tr.start.UnixNano()-w.runDeadline))
@@ -703,22 +719,32 @@ func (tr *tierRun) admitPhase(w *worker) (busy uint64, mine bool) {
 func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 	rt := tr.mods[j]
 	w := rt.w
-	busy, mine := tr.admitPhase(w)
-	if !mine {
-		return t, notMine
+	var busy uint64
+	// The first try of admitPhase, inline: done in an earlier tick, not busy, the tier
+	// open, and no one else at it (most modules of most ticks).
+	if old := w.phase.Load(); old&(stateMask|busyBit) != phDone || phaseTick(old) >= tr.tick || tr.closed.Load() ||
+		!w.phase.CompareAndSwap(old, phase(tr.tick, phAdmitting)) {
+		var mine bool
+		if busy, mine = tr.admitPhase(w); !mine {
+			return t, notMine
+		}
 	}
 	ln := tr.l.init(rt)
 	switch {
-	case tr.preAdmit(rt, ln, busy != 0):
+	case tr.gated(rt, busy != 0) && tr.gate(rt, ln, busy != 0):
 	default:
-		p := rt.br.AcquireAt(tr.start) // an open breaker refuses without its lock
-		if ln.refusal = decide.AdmitBreaker(p.Allowed()); ln.refusal != decide.NotRefused {
+		p, pass := rt.br.Passing()
+		if !pass {
+			p = rt.br.AcquireAt(tr.start) // an open breaker refuses without its lock
+		}
+		if r := decide.AdmitBreaker(p.Allowed()); r != decide.NotRefused {
+			ln.refusal = r // admitted, the line's zero refusal says so already
 			break
 		}
 		if x := rt.res; x != nil && tr.admitExtra(w, x, ln, rt.br, p) {
 			break
 		}
-		w.permit, w.runTick, w.runDeadline = p, tr.tick, tr.deadline.UnixNano()
+		w.permit = p
 		w.phase.Store(phase(tr.tick, phRunning) | busyBit) // not busy before: the bit is ours
 		if w.mod.Load() != rt {
 			w.setModule(rt) // the runtime of a reload takes the worker over at its first run (see carry)
@@ -892,6 +918,13 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 		// engine took the tier), or the runner reached it at or after the deadline.
 		ln.late = decide.Unstarted
 	}
+	if ln.plainRun() {
+		// decide's plain run, whose verdict is made once (decide.PlainVerdict): a
+		// success to commit, plain, nothing left for the settling of the tier.
+		w.commit(tr, rt, ln, end)
+		ln.status = plainStatus
+		return
+	}
 	v := decide.Judge(ln.outcome(), rt.policy)
 	if v.Breaker == decide.Success && ln.late == decide.InTime {
 		w.commit(tr, rt, ln, end)
@@ -902,6 +935,9 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 	}
 	ln.status = v.Status
 }
+
+// plainStatus is the status of decide's plain run.
+var plainStatus = decide.PlainVerdict().Status
 
 // attempt runs the module once, recovering a panic as an internal fault.
 func (w *worker) attempt(ctx context.Context, n int) (err error) {

@@ -288,6 +288,11 @@ var (
 	plainVerdict = judgeAll(plainRun, Policy{})
 )
 
+// PlainVerdict returns the verdict on the plain run, a success after one attempt, in time
+// and not as a probe (Outcome{Attempts: 1}): what Judge answers for it under any policy.
+// The engine asks it once, not once per module per tick.
+func PlainVerdict() Verdict { return plainVerdict }
+
 // Judge returns the verdict on outcome o of a module configured as p.
 func Judge(o Outcome, p Policy) Verdict {
 	if o == plainRun {

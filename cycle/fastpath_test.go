@@ -1,0 +1,69 @@
+package cycle
+
+import (
+	"testing"
+
+	"github.com/cycled/cycled/cycle/decide"
+	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/tiers"
+)
+
+// A module with no fact of its gate set is admitted without asking decide.Admit (see
+// tierRun.gated): for every combination of the facts, whenever gated says there is none,
+// Admit refuses nothing.
+func TestAdmitWithoutFacts(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		for _, shed := range []bool{false, true} {
+			for _, emOnly := range []bool{false, true} {
+				for _, em := range []bool{false, true} {
+					for every := range 4 {
+						for tick := uint64(1); tick <= 6; tick++ {
+							spec := tiers.ModuleSpec{Every: every, Emergency: emOnly}
+							rt := &modRT{spec: &spec, policy: decide.Policy{EmergencyOnly: emOnly}}
+							tr := &tierRun{tick: tick, emergency: em, shedding: shed}
+							g := decide.Gate{Tick: tick, Every: every, EmergencyOnly: emOnly, Emergency: em, Busy: busy, Shed: shed}
+							if !tr.gated(rt, busy) && decide.Admit(g) != decide.NotRefused {
+								t.Errorf("%+v: not gated, but Admit refuses (%d)", g, decide.Admit(g))
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// A line's plainRun is exactly decide's plain run: the outcome Outcome{Attempts: 1}, whose
+// verdict PlainVerdict is Judge's under every policy.
+func TestPlainRun(t *testing.T) {
+	plain := lineRec{attempts: 1}
+	variants := []func(*lineRec){
+		func(*lineRec) {},
+		func(r *lineRec) { r.refusal = decide.BreakerOpen },
+		func(r *lineRec) { r.refusal = decide.StillBusy },
+		func(r *lineRec) { r.late = decide.Abandoned },
+		func(r *lineRec) { r.late = decide.Unstarted },
+		func(r *lineRec) { r.attempts = 0 },
+		func(r *lineRec) { r.attempts = 2 },
+		func(r *lineRec) { r.kind = fault.KindTransient },
+		func(r *lineRec) { r.flags |= lineFailed },
+		func(r *lineRec) { r.flags |= lineProbe },
+		func(r *lineRec) { r.flags |= lineLive | lineDerived },
+		func(r *lineRec) { r.latency, r.seq, r.written = 5, 6, 7 },
+	}
+	for i, v := range variants {
+		r := plain
+		v(&r)
+		if got, want := r.plainRun(), r.outcome() == (decide.Outcome{Attempts: 1}); got != want {
+			t.Errorf("variant %d (%+v): plainRun %v, outcome is the plain run %v", i, r, got, want)
+		}
+	}
+	for _, p := range []decide.Policy{{}, {Policy: tiers.FailFast, Safety: true}, {Policy: tiers.Abort}, {OnOpen: tiers.Fail}} {
+		if v := decide.Judge(decide.Outcome{Attempts: 1}, p); v != decide.PlainVerdict() {
+			t.Errorf("policy %+v: Judge on the plain run %+v, PlainVerdict %+v", p, v, decide.PlainVerdict())
+		}
+	}
+	if v := decide.PlainVerdict(); v.Breaker != decide.Success || !v.Plain(1) || plainStatus != v.Status {
+		t.Errorf("PlainVerdict %+v: want a success to commit, plain, status %v", v, plainStatus)
+	}
+}

@@ -1,6 +1,7 @@
 package cycle
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/cycled/cycled/cycle/decide"
@@ -65,5 +66,35 @@ func TestPlainRun(t *testing.T) {
 	}
 	if v := decide.PlainVerdict(); v.Breaker != decide.Success || !v.Plain(1) || plainStatus != v.Status {
 		t.Errorf("PlainVerdict %+v: want a success to commit, plain, status %v", v, plainStatus)
+	}
+}
+
+// The tick's lines answer for all of them what reading them one by one answers: the
+// positions of the lines that are not plain (AppendNotPlain), and whether every status
+// is nominal (AllNominal, for statuses written through judged; the plain run's status is
+// nominal).
+func TestLinesAllAtOnce(t *testing.T) {
+	l := &tickLines{recs: make([]lineRec, 6)}
+	for i := range l.recs {
+		l.recs[i] = lineRec{attempts: 1, status: plainStatus, flags: lineLive}
+	}
+	l.recs[1].flags |= lineDerived
+	l.recs[3].attempts = 2
+	l.judged(&l.recs[4], decide.NotDue)
+	if !l.AllNominal() || !plainStatus.Nominal() {
+		t.Fatal("nominal statuses only: AllNominal false")
+	}
+	var want []int32
+	for i := range l.recs {
+		if !l.Plain(i) {
+			want = append(want, int32(i))
+		}
+	}
+	if got := l.AppendNotPlain(nil); !slices.Equal(got, want) || len(want) != 3 {
+		t.Fatalf("AppendNotPlain %v, Plain line by line %v", got, want)
+	}
+	l.judged(&l.recs[5], decide.Open)
+	if l.AllNominal() {
+		t.Fatal("a line open: AllNominal true")
 	}
 }

@@ -1,6 +1,7 @@
 package cycle
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/cycled/cycled/blackboard"
@@ -30,6 +31,8 @@ type tickLines struct {
 	fb   []faultsummary.Served // the served entries other than nothing, by lineEx.served-1
 
 	exHint int // the extras the last tick had: ex is made with that capacity
+
+	degraded atomic.Bool // a line's status is not nominal (see judged)
 }
 
 // lineRec is one module's line, without pointers. The mechanism writes the facts of a
@@ -158,10 +161,36 @@ func (l *tickLines) Identity() any { return l.st }
 func (l *tickLines) Latency(i int) time.Duration { return l.recs[i].latency }
 
 // Plain reports whether line i is a plain success (faultsummary.KeepWhole).
-func (l *tickLines) Plain(i int) bool {
-	r := &l.recs[i]
+func (l *tickLines) Plain(i int) bool { return l.recs[i].plain() }
+
+// plain reports whether the record is a plain success's.
+func (r *lineRec) plain() bool {
 	return r.status == decide.OK && r.attempts == 1 && r.kind == fault.KindNone && r.ex == 0 &&
 		r.circuit == breaker.Closed && r.flags == lineLive
+}
+
+// AppendNotPlain appends the positions of the lines that are not plain successes
+// (faultsummary.PlainLines).
+func (l *tickLines) AppendNotPlain(dst []int32) []int32 {
+	for i := range l.recs {
+		if !l.recs[i].plain() {
+			dst = append(dst, int32(i))
+		}
+	}
+	return dst
+}
+
+// AllNominal reports whether every line's status is nominal (faultsummary.NominalLines):
+// every status but the plain run's is written through judged, which marks the lines
+// when it is not.
+func (l *tickLines) AllNominal() bool { return !l.degraded.Load() }
+
+// judged writes status s, a verdict's, on line ln.
+func (l *tickLines) judged(ln *lineRec, s decide.Status) {
+	ln.status = s
+	if !s.Nominal() && !l.degraded.Load() {
+		l.degraded.Store(true)
+	}
 }
 
 // SameLine reports whether line i is line i of prev, the lines of an earlier tick under

@@ -36,7 +36,7 @@ func (e *Engine) skipTier(st *state, ti int, s *faultsummary.Summary, tl *tickLi
 		ln := tl.init(rt)
 		ln.refusal = decide.Admit(decide.Gate{TierSkipped: true, EmergencyOnly: rt.spec.Emergency, Emergency: e.em.Active})
 		v := decide.Judge(ln.outcome(), rt.policy)
-		ln.status = v.Status
+		tl.judged(ln, v.Status)
 		e.serve(s, tl, rt, ti, tickStart, v.Serve)
 	}
 }
@@ -90,7 +90,8 @@ func (tr *tierRun) settleFull(out *tierOutcome, rt *modRT, ln *lineRec, j int, t
 	s, tl := seg.s, seg.tl
 	o := ln.outcome()
 	v := decide.Judge(o, rt.policy)
-	ln.status, ln.kind, ln.cause = v.Status, v.Kind, v.Cause
+	ln.kind, ln.cause = v.Kind, v.Cause
+	tl.judged(ln, v.Status)
 	var errText string
 	if err := ln.err(rt); err != nil {
 		errText = err.Error()
@@ -169,7 +170,8 @@ func (k *keptLine) repeats(rt *modRT, ln *lineRec) bool {
 // settleKept settles module j of tr, rt, as the tick before did: k says how.
 func (tr *tierRun) settleKept(out *tierOutcome, rt *modRT, ln *lineRec, k *keptLine, j int) {
 	s, tl := tr.seg.s, tr.seg.tl
-	ln.status, ln.kind, ln.cause = k.v.Status, k.v.Kind, k.v.Cause
+	ln.kind, ln.cause = k.v.Kind, k.v.Cause
+	tl.judged(ln, k.v.Status)
 	x := tl.extra(int(rt.idx))
 	x.err, x.hasServed = k.errText, true // served nothing (see tickLines.serveEntry)
 	if k.deg != "" {

@@ -933,7 +933,7 @@ func (w *worker) report(tr *tierRun, rt *modRT, d time.Duration, end time.Time) 
 		tr.exception(int(rt.tierPos))
 		return
 	}
-	ln.status = v.Status
+	tr.l.judged(ln, v.Status)
 }
 
 // plainStatus is the status of decide's plain run.

@@ -150,9 +150,13 @@ func (h *History) compact(s *Summary) *Summary {
 	// they are then copied once into a slice of their size (appending doubled a slice of
 	// 240-byte lines, a failure storm of a large cycle copying its lines about twice over).
 	kept := h.kept[:0]
-	for i := range n {
-		if !s.PlainAt(i) {
-			kept = append(kept, int32(i))
+	if pl, ok := s.src.(PlainLines); ok {
+		kept = pl.AppendNotPlain(kept)
+	} else {
+		for i := range n {
+			if !s.PlainAt(i) {
+				kept = append(kept, int32(i))
+			}
 		}
 	}
 	h.kept = kept

@@ -238,6 +238,21 @@ type Lines interface {
 	Identity() any
 }
 
+// A producer's Lines may answer questions about all its lines at once, which the summary
+// and the history then ask instead of reading the lines one by one: a tick of many
+// modules asks them on the path that publishes it.
+type (
+	// NominalLines reports whether every line's status is nominal (Status.Nominal).
+	NominalLines interface {
+		AllNominal() bool
+	}
+	// PlainLines appends to dst the positions of the lines that are not plain
+	// successes (see Lines.Plain), in order, and returns it.
+	PlainLines interface {
+		AppendNotPlain(dst []int32) []int32
+	}
+)
+
 // lazy is the materialisation of a summary's Lines, made once on first read.
 type lazy struct {
 	once  sync.Once
@@ -413,9 +428,15 @@ func (s *Summary) ComputeSeverity() Severity {
 	if len(s.DegradedKeys) > 0 || len(s.OpenCircuits) > 0 || len(s.BudgetViolations) > 0 || s.Finish == ShortCircuited {
 		return Degraded
 	}
-	for i, n := 0, s.NumModules(); i < n; i++ {
-		if !s.moduleStatus(i).Nominal() {
+	if nl, ok := s.src.(NominalLines); ok {
+		if !nl.AllNominal() {
 			return Degraded
+		}
+	} else {
+		for i, n := 0, s.NumModules(); i < n; i++ {
+			if !s.moduleStatus(i).Nominal() {
+				return Degraded
+			}
 		}
 	}
 	for _, t := range s.Tiers {

@@ -155,6 +155,11 @@ type state struct {
 	// exc holds, per tier, the list of exceptions its tier runs reuse tick after tick (see
 	// tierRun.exception); made on a tier's first exception.
 	exc []atomic.Pointer[excList]
+	// kept holds, per summary line, how the module's last settling went if the next may
+	// repeat it (see keptLine); made on the first, written by whoever settles the
+	// module's tier (one at a time, tick after tick). Not on the worker: a worker of
+	// 288 bytes is a size class, and one more word would make it 320.
+	kept []*keptLine
 }
 
 // degradedKey returns the key of rt with " (none)", or " (expired)", for degraded_keys.

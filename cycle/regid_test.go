@@ -80,3 +80,11 @@ func TestModRTSize(t *testing.T) {
 		t.Fatalf("modRT is %d bytes; keep it within 128", n)
 	}
 }
+
+// A module's worker fits the 288-byte size class: the next one is 320 bytes, memory every
+// registered module would pay.
+func TestWorkerSize(t *testing.T) {
+	if n := unsafe.Sizeof(worker{}); n > 288 {
+		t.Fatalf("worker is %d bytes; keep it within 288", n)
+	}
+}

@@ -76,7 +76,7 @@ func (e *Engine) serve(s *faultsummary.Summary, tl *tickLines, rt *modRT, ti int
 func (tr *tierRun) settleModule(out *tierOutcome, j int, tEnd time.Time) {
 	rt := tr.mods[j]
 	ln := &tr.seg.tl.recs[rt.idx]
-	if k := rt.w.kept; k != nil && k.repeats(rt, ln) {
+	if k := tr.seg.st.keptLine(rt); k != nil && k.repeats(rt, ln) {
 		tr.settleKept(out, rt, ln, k, j)
 		return
 	}
@@ -119,7 +119,7 @@ func (tr *tierRun) settleFull(out *tierOutcome, rt *modRT, ln *lineRec, j int, t
 		}
 	}
 	out.Add(v, j)
-	rt.w.kept = rt.keep(o, v, errText, s.DegradedKeys)
+	seg.st.keep(rt, o, v, errText, s.DegradedKeys)
 }
 
 // keptLine is what settling a refused module found, kept for the ticks after it while
@@ -130,33 +130,47 @@ func (tr *tierRun) settleFull(out *tierOutcome, rt *modRT, ln *lineRec, j int, t
 // without judging it again, looking its key up or making its served entry: only its line
 // and its board entry for the tick are written.
 type keptLine struct {
-	rt      *modRT // the runtime it was found under: the worker outlives a reload, this not
+	rt      *modRT // the runtime it was found under
 	out     decide.Outcome
 	v       decide.Verdict
 	errText string
 	deg     string // its entry in degraded_keys; "": not listed
 }
 
-// keep returns what settling rt found (o judged v, errText; keys is degraded_keys after
-// it), if it may be kept: a refusal other than busy (whose facts change with every tick
-// it stays busy) that records nothing on the breaker and fails no safety check, on a key
-// never written. Otherwise it returns nil: the next tick settles rt in full. Unwritten is
-// asked after serving, so that a write meanwhile is seen: a key unwritten now was
-// unwritten when it was served (nothing).
-func (rt *modRT) keep(o decide.Outcome, v decide.Verdict, errText string, keys []string) *keptLine {
-	if o != (decide.Outcome{Refusal: o.Refusal}) || o.Refusal == decide.NotRefused || o.Refusal == decide.StillBusy || v.Serve == decide.Live ||
-		v.Breaker != decide.Release || v.SafetyFailure || !rt.lslot.Unwritten() {
+// keptLine returns what st keeps of rt's last settling (nil: nothing).
+func (st *state) keptLine(rt *modRT) *keptLine {
+	if st.kept == nil {
 		return nil
 	}
-	k := rt.w.kept
+	return st.kept[rt.idx]
+}
+
+// keep keeps what settling rt found (o judged v, errText; keys is degraded_keys after
+// it), if it may be kept: a refusal other than busy (whose facts change with every tick
+// it stays busy) that records nothing on the breaker and fails no safety check, on a key
+// never written. Otherwise it keeps nothing: the next tick settles rt in full. Unwritten
+// is asked after serving, so that a write meanwhile is seen: a key unwritten now was
+// unwritten when it was served (nothing).
+func (st *state) keep(rt *modRT, o decide.Outcome, v decide.Verdict, errText string, keys []string) {
+	if o != (decide.Outcome{Refusal: o.Refusal}) || o.Refusal == decide.NotRefused || o.Refusal == decide.StillBusy || v.Serve == decide.Live ||
+		v.Breaker != decide.Release || v.SafetyFailure || !rt.lslot.Unwritten() {
+		if st.kept != nil {
+			st.kept[rt.idx] = nil
+		}
+		return
+	}
+	if st.kept == nil {
+		st.kept = make([]*keptLine, len(st.lines))
+	}
+	k := st.kept[rt.idx]
 	if k == nil || k.rt != rt || k.out != o {
 		k = &keptLine{rt: rt, out: o, v: v, errText: errText}
+		st.kept[rt.idx] = k
 	}
 	k.deg = ""
 	if v.Serve != decide.Kept {
 		k.deg = keys[len(keys)-1]
 	}
-	return k
 }
 
 // repeats reports whether k may settle line ln of rt: k was found under rt, ln is a

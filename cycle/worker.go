@@ -569,11 +569,6 @@ type worker struct {
 
 	inFor *modRT // the runtime w.in was made for
 
-	// kept is how the module's last settling went, if the next may repeat it (see
-	// keptLine); owned by whoever settles the module's tier (one at a time, tick after
-	// tick), not by its run.
-	kept *keptLine
-
 	// The tick the outstanding run was admitted in and its deadline (Unix nanoseconds).
 	// A run outlives its tick only when the engine abandons it at the deadline, which
 	// writes them before it marks the run abandoned; a later admission that finds the

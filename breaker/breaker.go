@@ -331,17 +331,17 @@ type Breaker struct {
 	listeners []Listener  // immutable after New
 
 	mu             sync.Mutex
-	gen            uint64       // guarded by mu; bumped on every transition and on Reset
-	consecutive    int          // guarded by mu
-	probeSeq       uint64       // guarded by mu; last probe sequence number handed out
-	probes         []uint64     // guarded by mu; sequence numbers of the probes in flight
-	probeSuccesses int          // guarded by mu
-	totalFailures  uint64       // guarded by mu
-	totalSuccesses uint64       // guarded by mu
-	transitions    uint64       // guarded by mu
-	openedAt       time.Time    // guarded by mu; zero while closed
-	pending        []Transition // guarded by mu; transitions not yet delivered to listeners
-	win            *window      // guarded by mu; the rate kind's window, nil for Consecutive
+	gen            uint64        // guarded by mu; bumped on every transition and on Reset
+	consecutive    int           // guarded by mu
+	probeSeq       uint64        // guarded by mu; last probe sequence number handed out
+	probes         []uint64      // guarded by mu; sequence numbers of the probes in flight
+	probeSuccesses int           // guarded by mu
+	totalFailures  uint64        // guarded by mu
+	totalSuccesses uint64        // guarded by mu
+	transitions    uint64        // guarded by mu
+	openedAt       time.Time     // guarded by mu; zero while closed
+	pending        *[]Transition // guarded by mu; transitions not yet delivered to listeners (nil: none)
+	win            *window       // guarded by mu; the rate kind's window, nil for Consecutive
 }
 
 // window is a rate breaker's ring of the outcomes of its last counted ticks.
@@ -658,21 +658,36 @@ func (b *Breaker) transitionLocked(to State, reason string, now time.Time) {
 		b.consecutive = 0
 	}
 	if len(b.listeners) > 0 {
-		b.pending = append(b.pending, Transition{Name: b.settings.Name, From: from, To: to, Reason: reason, At: now})
+		if b.pending == nil {
+			// Behind a pointer: a breaker per module, and a slice's three words in every
+			// one made it 336 bytes, a 352-byte object, for what transitions alone use.
+			b.pending = new([]Transition)
+		}
+		*b.pending = append(*b.pending, Transition{Name: b.settings.Name, From: from, To: to, Reason: reason, At: now})
 	}
+}
+
+// takePending returns the transitions not yet delivered and forgets them. The caller
+// holds b.mu.
+func (b *Breaker) takePending() []Transition {
+	if b.pending == nil {
+		return nil
+	}
+	p := *b.pending
+	b.pending = nil
+	return p
 }
 
 // unlock releases b.mu and then delivers the pending transitions, unless another goroutine
 // is already delivering: that one picks them up before it stops, which keeps every listener
 // seeing the transitions in the order they happened.
 func (b *Breaker) unlock() {
-	if len(b.pending) == 0 || b.delivering {
+	if b.pending == nil || b.delivering {
 		b.mu.Unlock()
 		return
 	}
 	b.delivering = true
-	batch := b.pending
-	b.pending = nil
+	batch := b.takePending()
 	b.mu.Unlock()
 	b.deliver(batch)
 }
@@ -695,14 +710,13 @@ func (b *Breaker) deliver(batch []Transition) {
 			}
 		}
 		b.mu.Lock()
-		if len(b.pending) == 0 {
+		if b.pending == nil {
 			b.delivering = false
 			b.mu.Unlock()
 			done = true
 			return
 		}
-		batch = b.pending
-		b.pending = nil
+		batch = b.takePending()
 		b.mu.Unlock()
 	}
 }

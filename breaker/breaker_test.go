@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
@@ -973,5 +974,12 @@ func TestRegistryPreparePut(t *testing.T) {
 	r.Put(nb)
 	if got, _ := r.Get("db"); got != nb || got.Settings().Cooldown != 2*time.Second {
 		t.Fatal("Put did not replace the breaker")
+	}
+}
+
+// A breaker fits the 320-byte size class (a breaker per module: the next class is 352).
+func TestBreakerSize(t *testing.T) {
+	if n := unsafe.Sizeof(breaker.Breaker{}); n > 320 {
+		t.Fatalf("a breaker is %d bytes; keep it within 320", n)
 	}
 }

@@ -31,7 +31,7 @@ package main
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -53,8 +53,8 @@ import (
 	"github.com/cycled/cycled/tiers"
 )
 
-//go:embed main.go
-var source []byte
+//go:embed *.go
+var source embed.FS
 
 const (
 	numTiers      = 5
@@ -75,6 +75,9 @@ type sample struct {
 	Allocs     float64 `json:"allocs_per_tick"`
 	Bytes      float64 `json:"bytes_per_tick"`
 	Open       int     `json:"open_last_tick"`
+	P50        float64 `json:"p50_ms,omitempty"` // deadline overshoot or start lag
+	P99        float64 `json:"p99_ms,omitempty"`
+	PerModule  float64 `json:"heap_bytes_per_module,omitempty"`
 	NotOK      int     `json:"not_ok_last_tick"`
 	ModuleLine int     `json:"lines"`
 }
@@ -85,7 +88,10 @@ func ok(context.Context, *tiers.Input) (any, error)   { return 1, nil }
 func fail(context.Context, *tiers.Input) (any, error) { return nil, errInjected }
 
 // engine builds the steady state's engine for n modules; open makes every tenth fail.
-func engine(n int, open bool) (*cycle.Engine, error) {
+func engine(n int, open bool) (*cycle.Engine, error) { return engineWith(n, open, 0) }
+
+// engineWith is engine on a period (0: step mode).
+func engineWith(n int, open bool, period time.Duration) (*cycle.Engine, error) {
 	ts := make([]tiers.Tier, numTiers)
 	for i := range ts {
 		ts[i] = tiers.Tier{Name: fmt.Sprintf("t%d", i), Budget: time.Second, MaxAttempts: 1,
@@ -99,7 +105,7 @@ func engine(n int, open bool) (*cycle.Engine, error) {
 		}
 		regs[i] = cycle.Registration{Spec: tiers.ModuleSpec{Name: fmt.Sprintf("m%d", i), Tier: ts[i%numTiers].Name}, Module: f}
 	}
-	return cycle.New(cycle.Config{Tiers: ts}, regs)
+	return cycle.New(cycle.Config{Tiers: ts, Period: period}, regs)
 }
 
 // measure runs the steady state once and returns its sample.
@@ -185,11 +191,12 @@ func main() {
 		a, b, root      string
 		reps            int
 		sizes, cases    string
+		more            string
 		keep            bool
 		fixed           int
 	)
 	flag.IntVar(&n, "n", 500, "one measurement: the number of modules")
-	flag.StringVar(&kase, "case", "clean", "one measurement: clean or open")
+	flag.StringVar(&kase, "case", "clean", "one measurement: clean or open (the steady state), deadline, lag or memory (see more.go)")
 	flag.DurationVar(&dur, "dur", time.Second, "one measurement: measuring time after the warm-up")
 	flag.IntVar(&fixed, "ticks", 0, "one measurement: run exactly this many ticks after 10 warm-up ticks (for callgrind), not -dur")
 	flag.StringVar(&cpuProf, "cpuprofile", "", "one measurement: write a CPU profile of the measured ticks here")
@@ -199,15 +206,20 @@ func main() {
 	flag.StringVar(&root, "root", "..", "side by side: the repository root")
 	flag.IntVar(&reps, "reps", 10, "side by side: repetitions")
 	flag.StringVar(&sizes, "sizes", "500,5000", "side by side: module counts")
-	flag.StringVar(&cases, "cases", "clean,open", "side by side: cases")
+	flag.StringVar(&cases, "cases", "clean,open", "side by side: cases of the steady state")
+	flag.StringVar(&more, "more", "deadline,lag,memory", "side by side: secondary cases (empty: none)")
 	flag.BoolVar(&keep, "keep", false, "side by side: keep the temporary builds")
 	flag.Parse()
 
 	if a == "" {
-		if kase != "clean" && kase != "open" {
-			fatalf("-case %q: want clean or open", kase)
+		var s sample
+		var err error
+		switch kase {
+		case "clean", "open":
+			s, err = measure(n, kase, dur, fixed, cpuProf, memPro)
+		default:
+			s, err = secondary(n, kase, dur, memPro)
 		}
-		s, err := measure(n, kase, dur, fixed, cpuProf, memPro)
 		if err != nil {
 			fatalf("%v", err)
 		}
@@ -224,7 +236,11 @@ func main() {
 		}
 		ns = append(ns, v)
 	}
-	sideBySide(root, a, b, reps, ns, strings.Split(cases, ","), dur, keep)
+	var extra []string
+	if more != "" {
+		extra = strings.Split(more, ",")
+	}
+	sideBySide(root, a, b, reps, ns, strings.Split(cases, ","), extra, dur, keep)
 }
 
 func fatalf(format string, args ...any) {
@@ -261,7 +277,13 @@ func build(root, commit, dir string) (string, string) {
 	}
 	mod := "module sidebyside\n\ngo 1.26.0\n\nrequire github.com/cycled/cycled v0.0.0-00010101000000-000000000000\n\nreplace github.com/cycled/cycled => " + src + "\n"
 	must(os.WriteFile(filepath.Join(h, "go.mod"), []byte(mod), 0o644))
-	must(os.WriteFile(filepath.Join(h, "main.go"), source, 0o644))
+	files, err := source.ReadDir(".")
+	must(err)
+	for _, f := range files {
+		b, err := source.ReadFile(f.Name())
+		must(err)
+		must(os.WriteFile(filepath.Join(h, f.Name()), b, 0o644))
+	}
 	if sum, err := os.ReadFile(filepath.Join(src, "go.sum")); err == nil {
 		must(os.WriteFile(filepath.Join(h, "go.sum"), sum, 0o644))
 	}
@@ -311,7 +333,7 @@ type key struct {
 	kase string
 }
 
-func sideBySide(root, a, b string, reps int, ns []int, cases []string, dur time.Duration, keep bool) {
+func sideBySide(root, a, b string, reps int, ns []int, cases, more []string, dur time.Duration, keep bool) {
 	tmp, err := os.MkdirTemp("", "sidebyside")
 	must(err)
 	dirs := []string{filepath.Join(tmp, "a"), filepath.Join(tmp, "b")}
@@ -334,20 +356,26 @@ func sideBySide(root, a, b string, reps int, ns []int, cases []string, dur time.
 	// per[side][key] is one sample per repetition.
 	per := [2]map[key][]sample{{}, {}}
 	bins := [2]string{binA, binB}
+	var jobs []key
+	for _, n := range ns {
+		for _, c := range cases {
+			jobs = append(jobs, key{n, c})
+		}
+	}
+	for _, c := range more {
+		jobs = append(jobs, key{moreN[c], c})
+	}
 	for rep := range reps {
-		for _, n := range ns {
-			for _, c := range cases {
-				k := key{n, c}
-				order := []int{0, 1}
-				if rep%2 == 1 {
-					order = []int{1, 0}
-				}
-				for _, side := range order {
-					s := run(bins[side], n, c, dur)
-					per[side][k] = append(per[side][k], s)
-					logf("rep %2d %s N=%-5d %-5s %8.1f µs/tick %7.1f allocs %9.0f B (%d ticks, %d open, load %s)",
-						rep+1, [2]string{"a", "b"}[side], n, c, s.MeanUs, s.Allocs, s.Bytes, s.Ticks, s.Open, loadavg())
-				}
+		for _, k := range jobs {
+			order := []int{0, 1}
+			if rep%2 == 1 {
+				order = []int{1, 0}
+			}
+			for _, side := range order {
+				s := run(bins[side], k.n, k.kase, dur)
+				per[side][k] = append(per[side][k], s)
+				logf("rep %2d %s N=%-6d %-8s %8.1f µs/tick %7.1f allocs %9.0f B (%d ticks, %d open) p50 %.3f p99 %.3f ms, %.0f B/module; load %s",
+					rep+1, [2]string{"a", "b"}[side], k.n, k.kase, s.MeanUs, s.Allocs, s.Bytes, s.Ticks, s.Open, s.P50, s.P99, s.PerModule, loadavg())
 			}
 		}
 	}
@@ -370,6 +398,42 @@ func sideBySide(root, a, b string, reps int, ns []int, cases []string, dur time.
 			fmt.Printf("| %d | %s | %.1f | %.1f | **%.2f** [%.2f, %.2f] | %.1f | %.1f | %s | %s |\n", n, c,
 				median(means(sa)), median(means(sb)), median(ratio), slices.Min(ratio), slices.Max(ratio),
 				median(allocs(sa)), median(allocs(sb)), oc[0], oc[1])
+		}
+	}
+	printMore(per, more)
+}
+
+// moreN is the module count of each secondary case.
+var moreN = map[string]int{"deadline": 51, "lag": 500, "memory": 100000}
+
+// printMore prints the table of the secondary cases: medians over the repetitions.
+func printMore(per [2]map[key][]sample, more []string) {
+	if len(more) == 0 {
+		return
+	}
+	fmt.Println()
+	fmt.Println("| case | N | figure | a (median) | b (median) |")
+	fmt.Println("|---|---:|---|---:|---:|")
+	for _, c := range more {
+		k := key{moreN[c], c}
+		sa, sb := per[0][k], per[1][k]
+		col := func(ss []sample, f func(sample) float64) float64 {
+			var xs []float64
+			for _, s := range ss {
+				xs = append(xs, f(s))
+			}
+			return median(xs)
+		}
+		switch c {
+		case "memory":
+			f := func(s sample) float64 { return s.PerModule }
+			fmt.Printf("| memory | %d | heap bytes per module | %.0f | %.0f |\n", k.n, col(sa, f), col(sb, f))
+		default:
+			name := map[string]string{"deadline": "overshoot of a 50 ms tier", "lag": "start lag at 100 Hz"}[c]
+			p50 := func(s sample) float64 { return s.P50 }
+			p99 := func(s sample) float64 { return s.P99 }
+			fmt.Printf("| %s | %d | %s, p50 ms | %.3f | %.3f |\n", c, k.n, name, col(sa, p50), col(sb, p50))
+			fmt.Printf("| %s | %d | %s, p99 ms | %.3f | %.3f |\n", c, k.n, name, col(sa, p99), col(sb, p99))
 		}
 	}
 }

@@ -18,7 +18,7 @@
 //
 //	go run ./cmd/sidebyside -n 500 -case clean [-cpuprofile cpu.out -memprofile mem.out]
 //
-// Side by side (from the bench directory; -b . is the working tree):
+// Side by side (from tools/bench; -b . is the working tree):
 //
 //	go run ./cmd/sidebyside -a 0fc3e7e -b . -reps 15
 //
@@ -203,7 +203,7 @@ func main() {
 	flag.StringVar(&memPro, "memprofile", "", "one measurement: write an allocation profile (every allocation) here")
 	flag.StringVar(&a, "a", "", "side by side: the base commit (e.g. 0fc3e7e)")
 	flag.StringVar(&b, "b", ".", "side by side: the commit compared with it (. is the working tree)")
-	flag.StringVar(&root, "root", "..", "side by side: the repository root")
+	flag.StringVar(&root, "root", "../..", "side by side: the repository root")
 	flag.IntVar(&reps, "reps", 10, "side by side: repetitions")
 	flag.StringVar(&sizes, "sizes", "500,5000", "side by side: module counts")
 	flag.StringVar(&cases, "cases", "clean,open", "side by side: cases of the steady state")

@@ -90,11 +90,16 @@ func fail(context.Context, *tiers.Input) (any, error) { return nil, errInjected 
 // engine builds the steady state's engine for n modules; open makes every tenth fail.
 func engine(n int, open bool) (*cycle.Engine, error) { return engineWith(n, open, 0) }
 
+// budget is every tier's budget in the steady state. Under callgrind (-ticks) a tick of
+// thousands of modules runs a hundred times slower and may pass a second: -ticks makes it
+// a minute, so that the instructions counted are those of the same steady state.
+var budget = time.Second
+
 // engineWith is engine on a period (0: step mode).
 func engineWith(n int, open bool, period time.Duration) (*cycle.Engine, error) {
 	ts := make([]tiers.Tier, numTiers)
 	for i := range ts {
-		ts[i] = tiers.Tier{Name: fmt.Sprintf("t%d", i), Budget: time.Second, MaxAttempts: 1,
+		ts[i] = tiers.Tier{Name: fmt.Sprintf("t%d", i), Budget: budget, MaxAttempts: 1,
 			Breaker: breaker.Settings{FailureThreshold: threshold, Cooldown: cooldown, HalfOpenProbes: 1, HalfOpenSuccesses: 1}}
 	}
 	regs := make([]cycle.Registration, n)
@@ -216,6 +221,9 @@ func main() {
 		var err error
 		switch kase {
 		case "clean", "open":
+			if fixed > 0 {
+				budget = time.Minute
+			}
 			s, err = measure(n, kase, dur, fixed, cpuProf, memPro)
 		default:
 			s, err = secondary(n, kase, dur, memPro)

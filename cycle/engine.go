@@ -221,7 +221,14 @@ type modRT struct {
 	lslot   *lastgood.Slot
 	res     *rtExtra      // its bulkhead and retry budget; nil: neither (the common case)
 	policy  decide.Policy // what the verdict on its outcome looks at
+	// gated: a fact of its admission gate is set by its spec (it runs every few ticks, or
+	// only in emergency mode); read instead of the spec for every module of every tick.
+	gated bool
 }
+
+// gatedBy reports whether spec sets a fact of a module's admission gate (decide.Gate):
+// it runs every few ticks, or only in emergency mode.
+func gatedBy(spec *tiers.ModuleSpec) bool { return spec.Every > 1 || spec.Emergency }
 
 // breakerName returns the name of rt's breaker: the named breaker of its spec, or its own,
 // which carries the module's name.
@@ -556,7 +563,8 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 		reg := st.regs[pm.Spec.Name]
 		rt := &modRT{id: reg.id, name: pm.Spec.Name, spec: &pm.Spec, planned: pm, key: pm.Spec.Key(), mod: reg.module,
 			policy: decide.Policy{Policy: pm.Policy,
-				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency, OnReject: pm.Spec.OnReject}}
+				OnOpen: pm.Spec.OnOpen, Safety: pm.TierIndex == 0, EmergencyOnly: pm.Spec.Emergency, OnReject: pm.Spec.OnReject},
+			gated: gatedBy(&pm.Spec)}
 		if pm.Spec.Breaker == "" {
 			s := st.cfg.Tiers[pm.TierIndex].Breaker
 			s.Name = pm.Spec.Name

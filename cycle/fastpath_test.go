@@ -20,7 +20,7 @@ func TestAdmitWithoutFacts(t *testing.T) {
 					for every := range 4 {
 						for tick := uint64(1); tick <= 6; tick++ {
 							spec := tiers.ModuleSpec{Every: every, Emergency: emOnly}
-							rt := &modRT{spec: &spec, policy: decide.Policy{EmergencyOnly: emOnly}}
+							rt := &modRT{spec: &spec, policy: decide.Policy{EmergencyOnly: emOnly}, gated: gatedBy(&spec)}
 							tr := &tierRun{tick: tick, emergency: em, shedding: shed}
 							g := decide.Gate{Tick: tick, Every: every, EmergencyOnly: emOnly, Emergency: em, Busy: busy, Shed: shed}
 							if !tr.gated(rt, busy) && decide.Admit(g) != decide.NotRefused {

@@ -673,7 +673,7 @@ func (tr *tierRun) preAdmit(rt *modRT, ln *lineRec, busy bool) bool {
 // refuses nothing, which the line's zero refusal says already: most modules of most
 // ticks are admitted without building the gate (TestAdmitWithoutFacts).
 func (tr *tierRun) gated(rt *modRT, busy bool) bool {
-	return busy || tr.shedding || rt.policy.EmergencyOnly || rt.spec.Every > 1
+	return busy || tr.shedding || rt.gated
 }
 
 // gate is preAdmit for a module with a fact of decide.Gate set.

@@ -259,7 +259,9 @@ func (b *Board) Set(sl *Slot, writerTier int, e Entry) {
 	sl.mu.Lock()
 	e.Key = sl.e.Key
 	sl.e, sl.tick, sl.tier = e, id, writerTier
-	sl.live.Store(0)
+	if sl.live.Load() != 0 { // a key written only by Set (a module refused tick after tick) has none to clear
+		sl.live.Store(0)
+	}
 	sl.mu.Unlock()
 }
 

@@ -53,7 +53,7 @@ import (
 	"github.com/cycled/cycled/tiers"
 )
 
-//go:embed *.go
+//go:embed main.go more.go
 var source embed.FS
 
 const (

@@ -659,8 +659,9 @@ func (b *Breaker) transitionLocked(to State, reason string, now time.Time) {
 	}
 	if len(b.listeners) > 0 {
 		if b.pending == nil {
-			// Behind a pointer: a breaker per module, and a slice's three words in every
-			// one made it 336 bytes, a 352-byte object, for what transitions alone use.
+			// Behind a pointer: there is a breaker per module, and a slice's three words
+			// in every one, for what only transitions use, would take it past the
+			// 320-byte size class (TestBreakerSize).
 			b.pending = new([]Transition)
 		}
 		*b.pending = append(*b.pending, Transition{Name: b.settings.Name, From: from, To: to, Reason: reason, At: now})

@@ -17,9 +17,10 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
-// fromRecorder are the metric families the recorder exposes once it is enabled: a rule
-// or panel may reference them although a daemon without a recorder has none.
-var fromRecorder = map[string]bool{"cycled_recorder_dropped_total": true}
+// fromRecorder are the metric families the recorder exposes once it is enabled, and up,
+// which Prometheus itself writes for every target: a rule or panel may reference them
+// although a daemon without a recorder has none.
+var fromRecorder = map[string]bool{"cycled_recorder_dropped_total": true, "up": true}
 
 // metricsConfig makes every metric family appear within a second: a breaker that opens
 // and closes, a last-known-good value served and then expired, a module abandoned at its

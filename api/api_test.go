@@ -1182,3 +1182,46 @@ func TestBulkheadsListed(t *testing.T) {
 		t.Fatalf("GET /bulkheads: %+v", got)
 	}
 }
+
+// TestEmergencySecondEpisode: during a second emergency, GET /emergency describes it (its
+// own since_tick and reason, no ended_tick), with the first one under previous; after it
+// ends, its own ended_tick shows and the first stays under previous.
+func TestEmergencySecondEpisode(t *testing.T) {
+	cfg := testConfig()
+	cfg.Emergency = cycle.EmergencyConfig{RecoverAfter: 1}
+	r := newRig(t, rigOptions{cfg: cfg})
+	get := func() faultsummary.EmergencyStatus {
+		return decode[faultsummary.EmergencyStatus](t, r.expect(http.StatusOK, http.MethodGet, "/emergency", nil))
+	}
+	r.tick() // 1
+	if em := get(); em.Active || em.SinceTick != 0 || em.Previous != nil {
+		t.Fatalf("before any emergency: %+v", em)
+	}
+	r.failSafety.Store(true)
+	r.tick() // 2: the first episode begins
+	r.failSafety.Store(false)
+	r.tick() // 3: it ends
+	if em := get(); em.Active || em.SinceTick != 2 || em.EndedTick != 3 || em.Previous != nil {
+		t.Fatalf("after the first episode: %+v", em)
+	}
+	r.tick() // 4
+	r.failSafety.Store(true)
+	r.tick() // 5: the second begins
+	em := get()
+	want := faultsummary.EmergencyEpisode{SinceTick: 2, EndedTick: 3, Reason: em.Reason}
+	if !em.Active || em.SinceTick != 5 || em.EndedTick != 0 || em.Previous == nil || *em.Previous != want {
+		t.Fatalf("during the second episode: %+v (previous %+v)", em, em.Previous)
+	}
+	body := string(r.expect(http.StatusOK, http.MethodGet, "/emergency", nil))
+	if strings.Contains(body, `"ended_tick":3,"previous"`) || !strings.Contains(body, `"previous":{"since_tick":2,"ended_tick":3`) {
+		t.Errorf("GET /emergency during the second episode: %s", body)
+	}
+	if s := r.e.Emergency(); s.EndedTick != 3 {
+		t.Errorf("the summary's emergency keeps the last end: %+v", s)
+	}
+	r.failSafety.Store(false)
+	r.tick() // 6: the second ends
+	if em := get(); em.Active || em.SinceTick != 5 || em.EndedTick != 6 || em.Previous == nil || em.Previous.SinceTick != 2 {
+		t.Fatalf("after the second episode: %+v (previous %+v)", em, em.Previous)
+	}
+}

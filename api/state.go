@@ -89,9 +89,10 @@ func (s *server) getBlackboardKey(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, apiError{Code: "not_found", Message: fmt.Sprintf("no key %q on the blackboard", key)})
 }
 
-// getEmergency serves GET /emergency: the emergency state as of the latest tick.
+// getEmergency serves GET /emergency: the emergency episode as of the latest tick (the
+// current one, else the last one) and the one before it.
 func (s *server) getEmergency(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.e.Emergency())
+	writeJSON(w, http.StatusOK, s.e.EmergencyStatus())
 }
 
 // resetEmergency serves POST /emergency/reset (admin): the operator reset of a latched
@@ -99,7 +100,7 @@ func (s *server) getEmergency(w http.ResponseWriter, _ *http.Request) {
 // recover_after consecutive safety ticks are healthy. 200 with the current state.
 func (s *server) resetEmergency(w http.ResponseWriter, _ *http.Request) {
 	s.e.ResetEmergency()
-	writeJSON(w, http.StatusOK, map[string]any{"reset": "requested", "applies": "next_tick", "emergency": s.e.Emergency()})
+	writeJSON(w, http.StatusOK, map[string]any{"reset": "requested", "applies": "next_tick", "emergency": s.e.EmergencyStatus()})
 }
 
 // getConfig serves GET /config: ConfigView().

@@ -299,7 +299,8 @@ type Engine struct {
 
 	activeView atomic.Pointer[state] // for readers outside the tick
 	resetReq   atomic.Bool           // operator reset of a latched emergency, consumed at the next tick
-	emView     atomic.Pointer[faultsummary.Emergency]
+	emView     atomic.Pointer[faultsummary.EmergencyStatus]
+	emPrev     *faultsummary.EmergencyEpisode // the episode before the current or last one; under tickMu
 	realClock  bool
 	grid       gridTimer // Run's kernel timer for grid points; used by Run's goroutine only
 

@@ -78,8 +78,8 @@ func (e *Engine) takeOverLocked(h Handover) {
 	if em := h.Emergency; em != nil {
 		e.em = decide.Emergency{Active: em.Active, Since: em.SinceTick, Reason: em.Reason,
 			Latched: em.Latched, Healthy: em.HealthyTicks, EndedTick: em.EndedTick}
-		view := *em
-		e.emView.Store(&view)
+		e.emPrev = nil // the previous active's history is not handed over
+		e.emView.Store(&faultsummary.EmergencyStatus{Emergency: *em})
 	}
 	for _, lg := range h.LastGood {
 		if lg.Key == "" || lg.Written.IsZero() {

@@ -38,12 +38,27 @@ func (e *Engine) Tick(ctx context.Context) (*faultsummary.Summary, error) {
 // emergency mode ends after recover_after healthy ticks.
 func (e *Engine) ResetEmergency() { e.resetReq.Store(true) }
 
-// Emergency returns the emergency state as of the latest tick.
+// Emergency returns the emergency state as of the latest tick, as the tick's summary
+// carries it.
 func (e *Engine) Emergency() faultsummary.Emergency {
 	if p := e.emView.Load(); p != nil {
-		return *p
+		return p.Emergency
 	}
 	return faultsummary.Emergency{}
+}
+
+// EmergencyStatus returns the emergency episode as of the latest tick (the current one,
+// else the last one), and the one before it.
+func (e *Engine) EmergencyStatus() faultsummary.EmergencyStatus {
+	p := e.emView.Load()
+	if p == nil {
+		return faultsummary.EmergencyStatus{}
+	}
+	st := *p
+	if st.Active {
+		st.EndedTick = 0 // that of the previous episode, under Previous
+	}
+	return st
 }
 
 // tickLocked runs one tick scheduled at scheduled; the caller holds tickMu.
@@ -85,8 +100,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	s.EmergencyMode = e.em.Active
 	s.Emergency = faultsummary.Emergency{Active: e.em.Active, SinceTick: e.em.Since, Reason: e.em.Reason,
 		Latched: e.em.Active && e.em.Latched, HealthyTicks: e.em.Healthy, EndedTick: e.em.EndedTick}
-	em := s.Emergency
-	e.emView.Store(&em)
+	e.emView.Store(&faultsummary.EmergencyStatus{Emergency: s.Emergency, Previous: e.emPrev})
 	e.circuits(st, s, tl, transitionsBefore)
 	if r := st.resil; r != nil {
 		s.RetryBudgetExhausted = r.exhausted()
@@ -495,6 +509,9 @@ func (e *Engine) spinWait(seg *segment, now time.Time, d time.Duration) bool {
 func (e *Engine) evalEmergency(st *state, id uint64, out tierOutcome) {
 	next, change := e.em.Next(decide.SafetyTick{Tick: id, Failed: out.SafetyFailed, Healthy: out.Healthy(),
 		Reason: out.safetyReason}, decide.EmergencyConfig{Latch: st.cfg.Emergency.Latch, RecoverAfter: st.cfg.Emergency.RecoverAfter})
+	if change == decide.Entered && e.em.Since != 0 {
+		e.emPrev = &faultsummary.EmergencyEpisode{SinceTick: e.em.Since, EndedTick: e.em.EndedTick, Reason: e.em.Reason}
+	}
 	e.em = next
 	switch change {
 	case decide.Entered:

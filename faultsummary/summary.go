@@ -65,6 +65,26 @@ type Emergency struct {
 	EndedTick uint64 `json:"ended_tick,omitempty"`
 }
 
+// EmergencyEpisode is an emergency episode that has ended.
+type EmergencyEpisode struct {
+	// SinceTick is the tick in which the episode began.
+	SinceTick uint64 `json:"since_tick"`
+	// EndedTick is the tick in which it ended.
+	EndedTick uint64 `json:"ended_tick"`
+	// Reason says why it began.
+	Reason string `json:"reason"`
+}
+
+// EmergencyStatus describes one emergency episode, the current one or, when none is
+// active, the last one, and the episode before it. Unlike a summary's Emergency, whose
+// EndedTick is the end of the last episode that ended whatever is active now, its
+// EndedTick belongs to the episode it describes: absent while that episode lasts.
+type EmergencyStatus struct {
+	Emergency
+	// Previous is the episode before the one described; nil if there was none.
+	Previous *EmergencyEpisode `json:"previous,omitempty"`
+}
+
 // CycleStarting is the value of Summary.CycleState during startup.
 const CycleStarting = "starting"
 

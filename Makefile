@@ -7,7 +7,7 @@ GO ?= go
 PKGS := ./... ./cmd/cycled/... ./daemon/ha/... ./daemon/natsexport/... ./daemon/recorder/sqlite/... \
 	./tools/... ./examples/nats-consumer/...
 
-.PHONY: tidy test test-python test-check test-ha bench-ha bench bench-tick bench-floor lint run build install docker soak bench-compare fmt bench-dashboard
+.PHONY: tidy test test-deps test-rules test-python test-check test-ha bench-ha bench bench-tick bench-floor lint run build install docker soak bench-compare fmt bench-dashboard
 
 # Version and commit stamped into the binary (cycled version, the cycled_build_info metric).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -16,7 +16,8 @@ LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 ## test: vet and run every test with the race detector (what CI runs), the comparison
 ## harness's own module (tools/bench/: its statistics, the peers' semantics, its verdicts) included.
-test:
+## It first installs the system packages the tests need when they are missing (test-deps).
+test: test-deps
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 	$(GO) test -count=1 -timeout 5m ./cycle  # summary records are reused only without the race detector
@@ -25,10 +26,23 @@ test:
 	$(MAKE) --no-print-directory test-check
 	$(MAKE) --no-print-directory test-ha
 
-## test-check: deploy/check, its own module: a real daemon's answers against
+## test-deps: install what the tests need beyond Go when it is missing, saying what it
+## installs: pytest, Chromium, promtool (scripts/test-deps; TEST_DEPS=true skips it).
+TEST_DEPS ?= scripts/test-deps
+test-deps:
+	@$(TEST_DEPS)
+
+## test-rules: the alert rules' unit tests (deploy/prometheus/cycled-alerts.test.yaml) with
+## Prometheus's promtool: a healthy daemon, a stuck one and a down one.
+PROMTOOL ?= promtool
+test-rules:
+	@command -v $(PROMTOOL) >/dev/null 2>&1 || { echo "test-rules: no promtool (scripts/test-deps installs it: apt-get install prometheus)"; exit 1; }
+	cd deploy/prometheus && $(PROMTOOL) test rules cycled-alerts.test.yaml
+
+## test-check: the alert rules' unit tests (test-rules), then deploy/check, its own module: a real daemon's answers against
 ## api/openapi.yaml (libopenapi-validator), and the metrics that deploy/'s dashboard and
 ## alert rules use against its /metrics (rules parsed by Prometheus's parser).
-test-check:
+test-check: test-rules
 	cd deploy/check && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 
 ## test-ha: daemon/ha/clustertest, its own module (the embedded etcd and NATS servers stay out of

@@ -73,3 +73,40 @@ func TestDocLinksResolve(t *testing.T) {
 		t.Fatal("no relative link found: the pattern is wrong")
 	}
 }
+
+// TestCIRunsTheReadmeTestCommand: the README's test command is what CI runs, and it
+// installs what its tests need itself: .ci/run calls make test and installs nothing of its
+// own (scripts/test-deps does, for make test and so for CI), and the Makefile's test target
+// runs test-deps first and the alert rules' unit tests.
+func TestCIRunsTheReadmeTestCommand(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	readme, ci, mk, deps := read("README.md"), read(".ci/run"), read("Makefile"), read("scripts/test-deps")
+	if !regexp.MustCompile("(?m)^make test +#").MatchString(readme) {
+		t.Fatal("README.md: no `make test` line in its first block")
+	}
+	if !regexp.MustCompile(`(?m)^make test$`).MatchString(ci) {
+		t.Error(".ci/run does not run the README's test command, make test")
+	}
+	for _, own := range []string{"apt-get", "pip ", "python3 -m pytest", "chromium"} {
+		if strings.Contains(ci, own) {
+			t.Errorf(".ci/run installs or probes %q itself: that belongs to scripts/test-deps, which make test runs", own)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^test: test-deps\b`).MatchString(mk) || !strings.Contains(mk, "TEST_DEPS ?= scripts/test-deps") {
+		t.Error("Makefile: make test does not run scripts/test-deps first")
+	}
+	if !regexp.MustCompile(`(?m)^test-check: test-rules\b`).MatchString(mk) {
+		t.Error("Makefile: make test does not run the alert rules' unit tests (test-check: test-rules)")
+	}
+	for _, pkg := range []string{"python3-pytest", "chromium", "prometheus"} {
+		if !strings.Contains(deps, pkg) {
+			t.Errorf("scripts/test-deps does not install %s", pkg)
+		}
+	}
+}

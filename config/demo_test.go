@@ -125,8 +125,7 @@ func TestDemoShowsEveryLayer(t *testing.T) {
 			}
 		}
 		t.Logf("first seen at tick: %v", first)
-		// The demo's comments claim derived_from_stale for the planner only if it happens
-		// (they claimed it, and builtin modules never read their inputs).
+		// The demo's comments claim derived_from_stale for the planner exactly when it happens.
 		if claims := strings.Contains(string(config.DemoYAML()), "output is\n# marked derived_from_stale"); claims != plannerDerived {
 			t.Errorf("demo.yaml claims the planner's output derived_from_stale: %v; it was: %v", claims, plannerDerived)
 		}

@@ -133,6 +133,10 @@ func (b *Builtin) PatchFaults(p FaultsPatch) (Faults, error) {
 // fail_ticks window, if the attempt is among the first fail_attempts, or with probability
 // fail_rate; otherwise it returns the configured value. Injected failures are marked with
 // the configured fault kind and wrap ErrInjected. in may be nil (tick 0, attempt 1).
+//
+// It reads every key of its reads first, as a remote module's request does, so that its
+// output is tagged derived_from_stale when one of them is degraded, like that of every
+// other module kind: the value it returns stands for a computation on those inputs.
 func (b *Builtin) Run(ctx context.Context, in *tiers.Input) (any, error) {
 	f := b.faults.Load()
 	var tick uint64
@@ -141,6 +145,9 @@ func (b *Builtin) Run(ctx context.Context, in *tiers.Input) (any, error) {
 		tick = in.TickID()
 		if a := in.Attempt(); a > 0 {
 			attempt = a
+		}
+		for _, k := range in.Reads() {
+			in.Get(k)
 		}
 	}
 	if f.Hang > 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/clock"
+	"github.com/cycled/cycled/cycle"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/modules"
 	"github.com/cycled/cycled/tiers"
@@ -441,5 +442,39 @@ func TestFaultsJSON(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(s), `{"value":{"x":1},"latency":"1ms-5ms",`) {
 		t.Fatalf("settings JSON %s", s)
+	}
+}
+
+// TestBuiltinDerivedFromStale: a builtin module that reads a key served stale marks its
+// own output derived_from_stale, as Go and remote modules do; one that reads a live key
+// does not.
+func TestBuiltinDerivedFromStale(t *testing.T) {
+	source, err := modules.NewBuiltin(modules.Settings{Value: 1, Faults: modules.Faults{FailTicks: []modules.Window{{2, 100}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := modules.NewBuiltin(modules.Settings{Value: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := cycle.New(cycle.Config{Tiers: engineTiers(100 * time.Millisecond), DefaultTTL: time.Hour}, []cycle.Registration{
+		{Spec: tiers.ModuleSpec{Name: "source", Tier: "knowledge"}, Module: source},
+		{Spec: tiers.ModuleSpec{Name: "reader", Tier: "planning", Reads: []string{"source.result"}}, Module: reader},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	for tick, want := range []bool{false, true} {
+		s, err := e.Tick(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src := line(t, s, "source"); tick == 1 && !src.Served.Stale {
+			t.Fatalf("tick %d: source not served stale: %+v", s.TickID, src.Served)
+		}
+		if got := line(t, s, "reader").Served.DerivedFromStale; got != want {
+			t.Errorf("tick %d: reader derived_from_stale = %v, want %v", s.TickID, got, want)
+		}
 	}
 }

@@ -115,3 +115,23 @@ func TestLoadResilienceRejections(t *testing.T) {
 		})
 	}
 }
+
+// TestMisspelledNamesSuggest: a misspelled tier, breaker, bulkhead or retry-budget name in
+// a file gets the same did-you-mean as a misspelled key.
+func TestMisspelledNamesSuggest(t *testing.T) {
+	const declared = "bulkheads:\n  database: {max_in_flight: 2}\nretry_budget:\n  downstreams:\n    llm_api: {ratio: 0.1}\nbreakers:\n  memory-store: {failure_threshold: 3}\n"
+	for _, tt := range []struct {
+		name, yaml, path, msg string
+	}{
+		{"module tier", "modules:\n  - {name: a, tier: safty}\n", "modules[0].tier", `unknown tier "safty" (did you mean "safety"?)`},
+		{"named breaker", declared + "modules:\n  - {name: a, tier: planning, breaker: memory-stor}\n", "modules[0].breaker", `unknown breaker "memory-stor" (did you mean "memory-store"?)`},
+		{"bulkhead", declared + "modules:\n  - {name: a, tier: planning, bulkhead: databse}\n", "modules[0].bulkhead", `unknown bulkhead "databse" (did you mean "database"?)`},
+		{"retry budget", declared + "modules:\n  - {name: a, tier: planning, retry_budget: llm-api}\n", "modules[0].retry_budget", `unknown retry budget "llm-api" (did you mean "llm_api"?)`},
+		{"retry budget's tier", "retry_budget:\n  tiers:\n    knowlege: {ratio: 0.1}\n", "retry_budget.tiers.knowlege", `unknown tier "knowlege" (did you mean "knowledge"?)`},
+		{"skipped tier", "emergency: {skip_tiers: [planing]}\n", "emergency.skip_tiers[0]", `unknown tier "planing" (did you mean "planning"?)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			wantRejected(t, tt.yaml, []string{tt.path}, tt.msg)
+		})
+	}
+}

@@ -2,11 +2,14 @@ package cycle
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/bulkhead"
 	"github.com/cycled/cycled/cycle/decide"
+	"github.com/cycled/cycled/internal/didyoumean"
 	"github.com/cycled/cycled/tiers"
 )
 
@@ -210,7 +213,7 @@ func Validate(cfg Config, mods []Registration) (*tiers.Plan, tiers.Problems) {
 		j, ok := names[n]
 		switch {
 		case !ok:
-			add(fmt.Sprintf("emergency.skip_tiers[%d]", i), "unknown tier %q", n)
+			add(fmt.Sprintf("emergency.skip_tiers[%d]", i), "unknown tier %q%s", n, didyoumean.Hint(n, slices.Sorted(maps.Keys(names))))
 		case j == 0:
 			add(fmt.Sprintf("emergency.skip_tiers[%d]", i), "the safety tier %q cannot be skipped", n)
 		}

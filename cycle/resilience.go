@@ -10,6 +10,7 @@ import (
 	"github.com/cycled/cycled/bulkhead"
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/faultsummary/check"
+	"github.com/cycled/cycled/internal/didyoumean"
 	"github.com/cycled/cycled/internal/setting"
 	"github.com/cycled/cycled/retrybudget"
 	"github.com/cycled/cycled/tiers"
@@ -202,7 +203,7 @@ func validateResilience(cfg Config, ts []tiers.Tier, mods []Registration) tiers.
 	for _, name := range slices.Sorted(maps.Keys(cfg.RetryBudgets.Tiers)) {
 		p := "retry_budget.tiers." + name
 		if !tierNames[name] {
-			add(p, "unknown tier %q", name)
+			add(p, "unknown tier %q%s", name, didyoumean.Hint(name, slices.Sorted(maps.Keys(tierNames))))
 		}
 		setting.Report(p, cfg.RetryBudgets.Tiers[name].Check(), add)
 	}
@@ -217,12 +218,12 @@ func validateResilience(cfg Config, ts []tiers.Tier, mods []Registration) tiers.
 		p := fmt.Sprintf("modules[%d]", i)
 		if n := m.Spec.Bulkhead; n != "" {
 			if _, ok := cfg.Bulkheads[n]; !ok {
-				add(p+".bulkhead", "unknown bulkhead %q (declare it under bulkheads)", n)
+				add(p+".bulkhead", "unknown bulkhead %q%s", n, didyoumean.HintOr(n, slices.Sorted(maps.Keys(cfg.Bulkheads)), "declare it under bulkheads"))
 			}
 		}
 		if n := m.Spec.RetryBudget; n != "" {
 			if _, ok := cfg.RetryBudgets.Downstreams[n]; !ok {
-				add(p+".retry_budget", "unknown retry budget %q (declare it under retry_budget.downstreams)", n)
+				add(p+".retry_budget", "unknown retry budget %q%s", n, didyoumean.HintOr(n, slices.Sorted(maps.Keys(cfg.RetryBudgets.Downstreams)), "declare it under retry_budget.downstreams"))
 			}
 		}
 	}

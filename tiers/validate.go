@@ -3,12 +3,14 @@ package tiers
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"unicode"
 
 	"github.com/cycled/cycled/breaker"
+	"github.com/cycled/cycled/internal/didyoumean"
 	"github.com/cycled/cycled/internal/setting"
 )
 
@@ -228,6 +230,15 @@ func (v *validator) checkBreakers() {
 	}
 }
 
+// tierNames returns the names of the configured tiers, in order.
+func (v *validator) tierNames() []string {
+	names := make([]string, len(v.cfg.Tiers))
+	for i, t := range v.cfg.Tiers {
+		names[i] = t.Name
+	}
+	return names
+}
+
 // resolveTiers sets the tier of every module that names one, and checks its depends_on.
 func (v *validator) resolveTiers() {
 	v.tierOf = make([]int, len(v.cfg.Modules))
@@ -242,7 +253,7 @@ func (v *validator) resolveTiers() {
 			if ti, ok := v.tierIdx[m.Tier]; ok {
 				v.tierOf[i] = ti
 			} else {
-				v.add(p+".tier", "unknown tier %q", m.Tier)
+				v.add(p+".tier", "unknown tier %q%s", m.Tier, didyoumean.Hint(m.Tier, v.tierNames()))
 			}
 		} else if len(m.DependsOn) == 0 {
 			v.add(p+".tier", "must name a tier (or give depends_on)")
@@ -340,7 +351,7 @@ func (v *validator) checkModule(i int, m ModuleSpec) {
 func (v *validator) checkModuleBreaker(p string, m ModuleSpec) {
 	if m.Breaker != "" {
 		if _, ok := v.cfg.Breakers[m.Breaker]; !ok {
-			v.add(p+".breaker", "unknown breaker %q (declare it under breakers)", m.Breaker)
+			v.add(p+".breaker", "unknown breaker %q%s", m.Breaker, didyoumean.HintOr(m.Breaker, slices.Sorted(maps.Keys(v.cfg.Breakers)), "declare it under breakers"))
 		}
 	} else if _, ok := v.cfg.Breakers[m.Name]; ok {
 		v.add(p+".name", "%q is also the name of a named breaker (breakers.%s), and a module's own breaker carries its module's name: rename one, or set breaker: %s to share it", m.Name, m.Name, m.Name)

@@ -91,6 +91,8 @@ func TestValidateRules(t *testing.T) {
 		{"invalid module name", func(c *Config) { c.Modules[1].Name = "li/dar"; c.Modules[1].Writes = "lidar.result" }, "modules[1].name", `"li/dar": use letters`, false},
 		{"duplicate module name", func(c *Config) { c.Modules[4].Name = "lidar"; c.Modules[4].Writes = "act.result" }, "modules[4].name", `duplicate module "lidar" (also modules[1])`, false},
 		{"unknown tier", func(c *Config) { c.Modules[2].Tier = "vision" }, "modules[2].tier", `unknown tier "vision"`, false},
+		{"misspelled tier", func(c *Config) { c.Modules[2].Tier = "knowlege" }, "modules[2].tier", `unknown tier "knowlege" (did you mean "knowledge"?)`, false},
+		{"misspelled safety tier", func(c *Config) { c.Modules[2].Tier = "safty" }, "modules[2].tier", `unknown tier "safty" (did you mean "safety"?)`, false},
 		{"no tier and no depends_on", func(c *Config) { c.Modules[2].Tier = "" }, "modules[2].tier", "must name a tier (or give depends_on)", false},
 
 		// Keys.
@@ -112,6 +114,7 @@ func TestValidateRules(t *testing.T) {
 			c.Modules[1].TTL = lastgood.TTL{Auto: true, Min: time.Second, Max: time.Millisecond}
 		}, "modules[1].ttl", "auto TTL min 1s is above max 1ms", false},
 		{"unknown named breaker", func(c *Config) { c.Modules[2].Breaker = "db" }, "modules[2].breaker", `unknown breaker "db" (declare it under breakers)`, false},
+		{"misspelled named breaker", func(c *Config) { c.Modules[2].Breaker = "lm" }, "modules[2].breaker", `unknown breaker "lm" (did you mean "llm"?)`, false},
 		{"module named like a named breaker", func(c *Config) { c.Modules[4].Name = "llm" }, "modules[4].name",
 			`"llm" is also the name of a named breaker (breakers.llm)`, false},
 		{"unknown module policy", func(c *Config) { c.Modules[2].Policy = Abort + 1 }, "modules[2].policy", "unknown policy", false},

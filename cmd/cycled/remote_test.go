@@ -116,6 +116,11 @@ func TestDaemonRemoteModuleRegistration(t *testing.T) {
 		e.Error.Field != "tier" {
 		t.Fatalf("unknown tier = %d %+v", st, e)
 	}
+	e = apiErr{}
+	if st := d.do("POST", "/modules", `{"name": "bad", "tier": "knowlege", "kind": "http", "http": {"url": "http://x"}}`, &e); st != http.StatusUnprocessableEntity ||
+		e.Error.Field != "tier" || !strings.Contains(e.Error.Message, `unknown tier "knowlege" (did you mean "knowledge"?)`) {
+		t.Fatalf("misspelled tier = %d %+v", st, e)
+	}
 	if rm.requests() != 0 {
 		t.Fatal("the remote was called before the next tick")
 	}

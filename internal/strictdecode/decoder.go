@@ -6,9 +6,9 @@ import (
 	"slices"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/cycled/cycled/internal/didyoumean"
 	"github.com/cycled/cycled/tiers"
+	"go.yaml.in/yaml/v3"
 )
 
 // MaxNodes bounds the nodes one decode visits, so that YAML aliases cannot expand a small
@@ -268,7 +268,7 @@ func (d *Decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 // unknownKey is the message for key, which is none of names: the name it is probably a
 // typo of, or the names when there are few.
 func unknownKey(key string, names []string) string {
-	if s := Suggest(key, names); s != "" {
+	if s := didyoumean.Suggest(key, names); s != "" {
 		return fmt.Sprintf("unknown key (did you mean %q?)", s)
 	}
 	if len(names) <= maxListed {

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/cycled/cycled/internal/didyoumean"
 	"github.com/cycled/cycled/internal/strictdecode"
+	"go.yaml.in/yaml/v3"
 )
 
 type size int64
@@ -188,8 +188,8 @@ func TestPaths(t *testing.T) {
 		{strictdecode.Sub("modules[0].builtin", "fail_ticks[0]"), "modules[0].builtin.fail_ticks[0]"},
 		{strictdecode.Sub("", "x"), "x"},
 		{strictdecode.Sub("x", ""), "x"},
-		{strictdecode.Suggest("budegt", []string{"budget", "tries"}), "budget"},
-		{strictdecode.Suggest("zzzzzz", []string{"budget", "tries"}), ""},
+		{didyoumean.Suggest("budegt", []string{"budget", "tries"}), "budget"},
+		{didyoumean.Suggest("zzzzzz", []string{"budget", "tries"}), ""},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)

@@ -8,12 +8,12 @@ import (
 	"slices"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/fault"
+	"github.com/cycled/cycled/internal/didyoumean"
 	"github.com/cycled/cycled/internal/strictdecode"
 	"github.com/cycled/cycled/tiers"
+	"go.yaml.in/yaml/v3"
 )
 
 // Scenario is a timeline of events played against a configuration.
@@ -294,9 +294,4 @@ func (ev Event) checkOutage(p string, breakers []string) tiers.Problems {
 	return ps
 }
 
-func suggest(s string, names []string) string {
-	if m := strictdecode.Suggest(s, names); m != "" {
-		return fmt.Sprintf(" (did you mean %q?)", m)
-	}
-	return ""
-}
+func suggest(s string, names []string) string { return didyoumean.Hint(s, names) }

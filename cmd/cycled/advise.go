@@ -19,6 +19,7 @@ func adviseCmd(args []string, stdout, stderr io.Writer) int {
 	metrics := f.fs.String("metrics", "", "advise from the ticks a running daemon at URL keeps (its address or its /metrics URL), replayed against --config")
 	maxEx := f.fs.Float64("max-exhaustion", 0.001, "objective: the share of its ticks in which a tier may exhaust its budget")
 	asJSON := f.fs.Bool("json", false, "print the advice as JSON")
+	showBest := f.fs.Bool("show-best", false, "when the objective is not met, also print the best configuration found, under its own heading (it is not advice; the exit code stays 3)")
 	if code, stop := parseFlags(f.fs, args, stdout, stderr); stop {
 		return code
 	}
@@ -37,6 +38,9 @@ func adviseCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	a, err := advise.Advise(ctx, o, advise.Objective{MaxExhaustion: *maxEx})
+	if err == nil && !*showBest {
+		a.DropBestFound()
+	}
 	if err == nil {
 		if *asJSON {
 			err = a.WriteJSON(stdout)
@@ -47,6 +51,10 @@ func adviseCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "cycled advise:", err)
 		return exitError
+	}
+	if !a.Met {
+		fmt.Fprintln(stderr, "cycled advise: objective not met: nothing is advised")
+		return exitUnmet
 	}
 	return exitOK
 }

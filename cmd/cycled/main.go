@@ -6,7 +6,8 @@
 //	cycled version
 //
 // main calls run once and exits with its code: 0 on success and after a graceful
-// shutdown (SIGINT, SIGTERM), 1 on a runtime or configuration error, 2 on a usage error.
+// shutdown (SIGINT, SIGTERM), 1 on a runtime or configuration error, 2 on a usage error,
+// 3 when cycled advise finds no change that meets its objective.
 // SIGHUP reloads the configuration. The hidden "healthcheck" command GETs /healthz for
 // container health checks on images without curl.
 package main
@@ -43,6 +44,7 @@ const (
 	exitOK    = 0
 	exitError = 1
 	exitUsage = 2
+	exitUnmet = 3 // cycled advise: the objective is not met, so nothing is advised
 )
 
 func main() {

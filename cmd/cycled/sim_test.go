@@ -265,3 +265,41 @@ http: {addr: 127.0.0.1:0}
 		t.Fatalf("advise --metrics at a wrong path = %d, %q", code, stderr)
 	}
 }
+
+// An objective that no change can meet is not advised: a 15 ms module in a 10 ms period
+// either exhausts its tier's budget or makes the ticks overrun. advise says so, proposes
+// nothing, prints no patch and exits 3; the best found shows only with --show-best, under
+// its own heading, and the exit code stays 3.
+func TestAdviseObjectiveNotMet(t *testing.T) {
+	clearEnv(t)
+	cfg := write(t, "unreachable.yaml", `
+cycle: {period: 10ms}
+tiers:
+  - {name: safety, budget: 5ms}
+  - {name: perception, budget: 2ms, max_attempts: 1}
+modules:
+  - {name: guard, tier: safety, builtin: {value: ok, latency: 100us}}
+  - {name: lidar, tier: perception, builtin: {value: 1, latency: 15ms}}
+`)
+	args := []string{"advise", "--sim", "--config", cfg, "--ticks", "300"}
+	code, stdout, stderr := runCmd(t, args...)
+	if code != exitUnmet || !strings.Contains(stdout, "Objective NOT met") || strings.Contains(stdout, "Patch") ||
+		strings.Contains(stdout, "budget: ") || strings.Contains(stdout, "->") || !strings.Contains(stderr, "objective not met") {
+		t.Fatalf("cycled advise on an unreachable objective = %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = runCmd(t, append(args, "--json")...)
+	var a struct {
+		Proposals []any  `json:"proposals"`
+		Patch     string `json:"patch"`
+		Met       bool   `json:"objective_met"`
+		BestFound any    `json:"best_found"`
+	}
+	if code != exitUnmet || json.Unmarshal([]byte(stdout), &a) != nil || a.Met || len(a.Proposals) != 0 || a.Patch != "" || a.BestFound != nil {
+		t.Fatalf("cycled advise --json on an unreachable objective = %d %+v\n%s", code, a, stdout)
+	}
+	code, stdout, _ = runCmd(t, append(args, "--show-best")...)
+	best, _, found := strings.Cut(stdout, "Best found, NOT advice")
+	if code != exitUnmet || !found || strings.Contains(best, "->") || !strings.Contains(stdout, "Its patch:") {
+		t.Fatalf("cycled advise --show-best on an unreachable objective = %d\n%s", code, stdout)
+	}
+}

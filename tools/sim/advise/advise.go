@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/cycled/cycled/config"
@@ -54,20 +55,40 @@ type Proposal struct {
 
 // Advice is the result: the proposals, the patch that applies them, and the reports of
 // the simulation before and of the re-simulation after.
+//
+// Advice is only what meets the objective: when no change the search could check meets
+// it, Proposals and Patch are empty, Met is false, and the best configuration found is
+// under BestFound, apart, so that it never reads as advice.
 type Advice struct {
 	Objective string      `json:"objective"`
 	Proposals []Proposal  `json:"proposals"`
 	Patch     string      `json:"patch"`
 	Met       bool        `json:"objective_met"` // the advised configuration meets the objective
+	BestFound *BestFound  `json:"best_found,omitempty"`
 	Warnings  []string    `json:"warnings"`
 	Before    *sim.Report `json:"before"`
-	After     *sim.Report `json:"after"`
+	After     *sim.Report `json:"after"` // the re-simulation of the advice, else of the best found
 
 	tuned *config.Config
 }
 
-// Config returns the advised configuration.
+// BestFound is the closest the search came to an objective it could not meet: changes and
+// their patch that are not advice.
+type BestFound struct {
+	Proposals []Proposal `json:"proposals"`
+	Patch     string     `json:"patch"`
+}
+
+// Config returns the advised configuration, else the best one found.
 func (a *Advice) Config() *config.Config { return a.tuned }
+
+// DropBestFound forgets the best found of an objective not met, and the re-simulation of
+// it: After becomes Before, as nothing is advised.
+func (a *Advice) DropBestFound() {
+	if a.BestFound != nil {
+		a.BestFound, a.After = nil, a.Before
+	}
+}
 
 // maxSteps bounds the re-simulations of a budget search.
 const maxSteps = 12
@@ -95,6 +116,10 @@ func Advise(ctx context.Context, o sim.Options, obj Objective) (*Advice, error) 
 	a.Patch = patch(o.Config, t.cfg)
 	if len(a.Proposals) > 0 {
 		a.Warnings = append(a.Warnings, budgetWarnings(t.cfg)...)
+	}
+	if !a.Met && len(a.Proposals) > 0 {
+		a.BestFound = &BestFound{Proposals: a.Proposals, Patch: strings.Replace(a.Patch, patchHeader, bestFoundHeader, 1)}
+		a.Proposals, a.Patch = []Proposal{}, ""
 	}
 	return a, nil
 }

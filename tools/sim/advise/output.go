@@ -17,6 +17,12 @@ func sortProposals(ps []Proposal) {
 	slices.SortFunc(ps, func(a, b Proposal) int { return strings.Compare(a.Path, b.Path) })
 }
 
+// The first line of a patch: advice, or the best found of an objective not met.
+const (
+	patchHeader     = "# cycled advise: merge into the configuration (tiers by name, breakers by key)\n"
+	bestFoundHeader = "# cycled advise: the best found; it does NOT meet the objective (not advice)\n"
+)
+
 // patch is the YAML that turns from into to: tiers merged by name, breakers by key.
 func patch(from, to *config.Config) string {
 	var b strings.Builder
@@ -43,7 +49,7 @@ func patch(from, to *config.Config) string {
 	if len(tiers)+len(breakers) == 0 {
 		return ""
 	}
-	b.WriteString("# cycled advise: merge into the configuration (tiers by name, breakers by key)\n")
+	b.WriteString(patchHeader)
 	if len(tiers) > 0 {
 		b.WriteString("tiers:\n" + strings.Join(tiers, ""))
 	}
@@ -73,37 +79,50 @@ func (a *Advice) WriteJSON(w io.Writer) error {
 }
 
 // WriteText writes a for a person: the objective, the proposals, the patch, and before
-// and after side by side.
+// and after side by side. An objective not met is said first; the best found, if kept,
+// follows under its own heading and is never called advice.
 func (a *Advice) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Objective: %s\n\n", a.Objective)
 	switch {
-	case len(a.Proposals) == 0 && a.Met:
-		b.WriteString("No change proposed: the configuration meets the objective in the simulation.\n")
+	case !a.Met:
+		b.WriteString("Objective NOT met: no budget, max_attempts or cooldown change that re-simulation could check meets it. Nothing is advised.\n")
 	case len(a.Proposals) == 0:
-		b.WriteString("No change proposed: no budget, max_attempts or cooldown change that re-simulation could check helps (see the table below).\n")
+		b.WriteString("No change proposed: the configuration meets the objective in the simulation.\n")
 	}
-	for _, p := range a.Proposals {
-		fmt.Fprintf(&b, "- %s: %s -> %s\n    why: %s\n    effect: %s\n", p.Path, p.From, p.To, p.Why, p.Effect)
-	}
-	if a.Patch != "" {
-		fmt.Fprintf(&b, "\nPatch:\n%s", a.Patch)
+	writeChanges(&b, a.Proposals, a.Patch, "Patch")
+	if bf := a.BestFound; bf != nil {
+		b.WriteString("\nBest found, NOT advice (it does not meet the objective):\n")
+		writeChanges(&b, bf.Proposals, bf.Patch, "Its patch")
 	}
 	for _, w := range a.Warnings {
 		fmt.Fprintf(&b, "\nwarning: %s\n", w)
 	}
-	met := "met"
-	if !a.Met {
-		met = "NOT met"
-	}
-	if len(a.Proposals) == 0 {
+	switch {
+	case a.BestFound != nil:
+		b.WriteString("\nBefore and with the best found (re-simulated, same scenario and seed); objective NOT met:\n")
+	case len(a.Proposals) == 0:
+		met := "met"
+		if !a.Met {
+			met = "NOT met"
+		}
 		fmt.Fprintf(&b, "\nThe simulation (objective %s; nothing changed, so before and after are the same):\n", met)
-	} else {
-		fmt.Fprintf(&b, "\nBefore and after (re-simulated, same scenario and seed); objective %s after:\n", met)
+	default:
+		b.WriteString("\nBefore and after (re-simulated, same scenario and seed); objective met after:\n")
 	}
 	a.sideBySide(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeChanges writes proposals and their patch under the heading patchHeading.
+func writeChanges(b *strings.Builder, ps []Proposal, patch, patchHeading string) {
+	for _, p := range ps {
+		fmt.Fprintf(b, "- %s: %s -> %s\n    why: %s\n    effect: %s\n", p.Path, p.From, p.To, p.Why, p.Effect)
+	}
+	if patch != "" {
+		fmt.Fprintf(b, "\n%s:\n%s", patchHeading, patch)
+	}
 }
 
 func (a *Advice) sideBySide(b *strings.Builder) {

@@ -221,6 +221,19 @@ func readmeChecks(base string) []docCheck {
 		{cmd: startDaemonCmd, check: func(string, string, int) error {
 			return docPollUntil(60*time.Second, "the daemon's first tick", func() bool { return getJSON(base+"/readyz", nil) == 200 })
 		}},
+		{cmd: regexp.MustCompile(`^until curl -sf [^ ]*/readyz\b`), check: func(_, out string, code int) error {
+			if err := ok(out, code); err != nil || getJSON(base+"/readyz", nil) != 200 {
+				return fmt.Errorf("want the daemon ready once the wait ends (%v)", err)
+			}
+			return nil
+		}},
+		{cmd: regexp.MustCompile(`^until curl -s [^ ]*/emergency \| grep -q '"active":true'`), check: func(_, out string, code int) error {
+			var e struct{ Active bool }
+			if err := ok(out, code); err != nil || getJSON(base+"/emergency", &e) != 200 || !e.Active {
+				return fmt.Errorf("want emergency mode once the wait ends (%v)", err)
+			}
+			return nil
+		}},
 		{cmd: regexp.MustCompile(`/ticks/latest\?.*(after=.*wait=|wait=.*after=)`), check: func(cmd, out string, code int) error {
 			after, _ := strconv.ParseUint(longPoll.FindStringSubmatch(cmd)[1], 10, 64)
 			var w []string
@@ -379,4 +392,54 @@ func TestReadmeSimulation(t *testing.T) {
 			return nil
 		}},
 	})
+}
+
+// readmeFailed marks, in the session's output, a command of a pasted block that failed.
+const readmeFailed = "__readme_command_failed__"
+
+// TestReadmeBlocksPastedWhole pastes every ```sh block of README.md, whole, into one bash
+// session, one block after the other, as a user copying each block into a terminal does:
+// nothing waits between the lines but what the block itself waits for. go run ./cmd/cycled
+// is the built binary and localhost:8080 the test's address; the session runs in an empty
+// directory (./cycled-state is its own). Every command must succeed (an ERR trap reports
+// the first that fails: a curl before the daemon listens, a replay without a recorder), the
+// emergency block must show emergency mode, and the recorder block must show a timeline.
+// The block that holds make test is the one skipped: it is the test command itself.
+func TestReadmeBlocksPastedWhole(t *testing.T) {
+	needTools(t, "curl", "bash", "grep", "head")
+	bin := binary(t)
+	md, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeLoopbackAddr(t)
+	rewrite := rewriteAddr(addr)
+	sh := newShell(t, t.TempDir(), "CYCLED_HTTP_ADDR="+addr) // the daemon the blocks start listens there
+	sh.run(`trap 'echo "`+readmeFailed+` rc=$?: $BASH_COMMAND"' ERR`, time.Minute)
+	ran := 0
+	var all strings.Builder
+	for _, block := range shBlocks(string(md)) {
+		if regexp.MustCompile(`(?m)^make test\b`).MatchString(block) {
+			continue
+		}
+		ran++
+		out, _ := sh.run(strings.ReplaceAll(rewrite(block), "go run ./cmd/cycled", bin), 2*time.Minute)
+		all.WriteString(out)
+		if i := strings.Index(out, readmeFailed); i >= 0 {
+			line, _, _ := strings.Cut(out[i:], "\n")
+			t.Errorf("README block, pasted whole, failed at %s\nblock:\n%s\noutput:\n%s", line, block, out)
+		}
+	}
+	if ran < 4 {
+		t.Fatalf("%d sh blocks of README.md run, want the first ten seconds, the emergency, the simulation and the recorder", ran)
+	}
+	out := all.String()
+	for _, want := range []string{`"active":true`, `"tick_id":101`, "memory_recall", "event: tick"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the README's blocks, pasted whole, never printed %q", want)
+		}
+	}
+	if strings.Contains(out, "no recorder database") {
+		t.Error("cycled replay after the recorder block found no recorder database")
+	}
 }

@@ -228,3 +228,23 @@ func freeLoopbackAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// shBlocks returns the text of every ```sh fenced block of md, in order.
+func shBlocks(md string) []string {
+	var blocks []string
+	var cur []string
+	in := false
+	for l := range strings.Lines(md) {
+		t := strings.TrimSpace(l)
+		switch {
+		case !in && t == "```sh":
+			in, cur = true, nil
+		case in && t == "```":
+			in = false
+			blocks = append(blocks, strings.Join(cur, ""))
+		case in:
+			cur = append(cur, l)
+		}
+	}
+	return blocks
+}

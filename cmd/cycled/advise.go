@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/pflag"
+
 	"github.com/cycled/cycled/tools/sim"
 	"github.com/cycled/cycled/tools/sim/advise"
 )
@@ -12,37 +14,41 @@ import (
 // adviseCmd is "cycled advise": proposals for budgets, attempts and cooldowns, from a
 // simulation (--sim), from the flight recorder's ticks (--from STATE_DIR) or from a running
 // daemon's (--metrics URL), each checked by re-simulation.
-func adviseCmd(args []string, stdout, stderr io.Writer) int {
-	f := newSimFlags("advise")
+func adviseCmd(fs *pflag.FlagSet, stdout, stderr io.Writer) func(args []string) int {
+	f := newSimFlags(fs)
 	useSim := f.fs.Bool("sim", false, "advise from a simulation of --config (with --scenario, --ticks/--for, --seed)")
 	from := f.fs.String("from", "", "advise from the ticks recorded in STATE_DIR/recorder.db, replayed against --config")
 	metrics := f.fs.String("metrics", "", "advise from the ticks a running daemon at URL keeps (its address or its /metrics URL), replayed against --config")
 	maxEx := f.fs.Float64("max-exhaustion", 0.001, "objective: the share of its ticks in which a tier may exhaust its budget")
 	asJSON := f.fs.Bool("json", false, "print the advice as JSON")
 	showBest := f.fs.Bool("show-best", false, "when the objective is not met, also print the best configuration found, under its own heading (it is not advice; the exit code stays 3)")
-	if code, stop := parseFlags(f.fs, args, stdout, stderr); stop {
-		return code
-	}
-	if msg := adviseSource(*useSim, *from, *metrics, *f.scenario, *maxEx); msg != "" {
-		fmt.Fprintln(stderr, "cycled advise: "+msg)
-		return exitUsage
-	}
-	o, code, ok := f.options(stderr)
-	if !ok {
-		return code
-	}
-	ctx := context.Background()
-	if *from != "" || *metrics != "" {
-		if code, ok := observedScenario(ctx, &o, *from, *metrics, stderr); !ok {
+	return func(args []string) int {
+		if msg := adviseSource(*useSim, *from, *metrics, *f.scenario, *maxEx); msg != "" {
+			fmt.Fprintln(stderr, "cycled advise: "+msg)
+			return exitUsage
+		}
+		o, code, ok := f.options("advise", args, stderr)
+		if !ok {
 			return code
 		}
+		ctx := context.Background()
+		if *from != "" || *metrics != "" {
+			if code, ok := observedScenario(ctx, &o, *from, *metrics, stderr); !ok {
+				return code
+			}
+		}
+		return adviseRun(ctx, o, *maxEx, *showBest, *asJSON, stdout, stderr)
 	}
-	a, err := advise.Advise(ctx, o, advise.Objective{MaxExhaustion: *maxEx})
-	if err == nil && !*showBest {
+}
+
+// adviseRun advises on o and prints the advice; exit 3 when the objective is not met.
+func adviseRun(ctx context.Context, o sim.Options, maxEx float64, showBest, asJSON bool, stdout, stderr io.Writer) int {
+	a, err := advise.Advise(ctx, o, advise.Objective{MaxExhaustion: maxEx})
+	if err == nil && !showBest {
 		a.DropBestFound()
 	}
 	if err == nil {
-		if *asJSON {
+		if asJSON {
 			err = a.WriteJSON(stdout)
 		} else {
 			err = a.WriteText(stdout)

@@ -21,17 +21,14 @@ const haCmdTimeout = 5 * time.Second
 // haCmd is "cycled ha status|step-down [--config F] [--json]": the group as etcd holds it,
 // or the active daemon asked to step down (through its admin API, so that it stops
 // starting ticks before it resigns: deleting its key in etcd would not fence it).
-func haCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "status" && args[0] != "step-down") {
-		fmt.Fprintln(stderr, "usage: cycled ha status|step-down [--config FILE] [--json]")
-		return exitUsage
-	}
-	fs := pflag.NewFlagSet("ha "+args[0], pflag.ContinueOnError)
+func haCmd(action string, fs *pflag.FlagSet, stdout, stderr io.Writer) func(args []string) int {
 	fs.String("config", "", "configuration file (YAML) with the ha section; default $CYCLED_CONFIG")
 	asJSON := fs.Bool("json", false, "print JSON")
-	if code, stop := parseFlags(fs, args[1:], stdout, stderr); stop {
-		return code
-	}
+	return func([]string) int { return haRun(action, fs, *asJSON, stdout, stderr) }
+}
+
+// haRun runs "cycled ha ACTION" with the parsed flags fs.
+func haRun(action string, fs *pflag.FlagSet, asJSON bool, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(config.WithFlags(fs))
 	if err != nil {
 		fmt.Fprintln(stderr, "cycled ha:", err)
@@ -53,8 +50,8 @@ func haCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cycled ha:", err)
 		return exitError
 	}
-	if args[0] == "status" {
-		printGroup(stdout, view, *asJSON)
+	if action == "status" {
+		printGroup(stdout, view, asJSON)
 		return exitOK
 	}
 	tok := cfg.HTTP.AdminToken

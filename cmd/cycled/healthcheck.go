@@ -14,23 +14,24 @@ import (
 	"github.com/cycled/cycled/config"
 )
 
-// healthcheck is the hidden "cycled healthcheck" command, for container HEALTHCHECKs on
+// healthcheck is "cycled healthcheck", for container HEALTHCHECKs on
 // images without curl: it GETs the URL (default: /healthz on the address of
 // CYCLED_HTTP_ADDR, a wildcard host meaning loopback) and exits 0 on a 2xx answer, 1
 // otherwise.
-func healthcheck(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("healthcheck", pflag.ContinueOnError)
+func healthcheck(fs *pflag.FlagSet, stdout, stderr io.Writer) func(args []string) int {
 	url := fs.String("url", "", "URL to GET (default http://<CYCLED_HTTP_ADDR>/healthz)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
-	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
-		return code
+	return func([]string) int { return healthcheckRun(*url, *timeout, stdout, stderr) }
+}
+
+// healthcheckRun GETs url, or the default URL when it is "".
+func healthcheckRun(url string, timeout time.Duration, stdout, stderr io.Writer) int {
+	if url == "" {
+		url = "http://" + localAddr(os.Getenv(config.EnvVar("http.addr"))) + "/healthz"
 	}
-	if *url == "" {
-		*url = "http://" + localAddr(os.Getenv(config.EnvVar("http.addr"))) + "/healthz"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "healthcheck:", err)
 		return exitError
@@ -43,10 +44,10 @@ func healthcheck(args []string, stdout, stderr io.Writer) int {
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16)) //nolint:errcheck // only the status matters
 	if resp.StatusCode/100 != 2 {
-		fmt.Fprintf(stderr, "healthcheck: %s answered %s\n", *url, resp.Status)
+		fmt.Fprintf(stderr, "healthcheck: %s answered %s\n", url, resp.Status)
 		return exitError
 	}
-	fmt.Fprintf(stdout, "healthcheck: %s answered %s\n", *url, resp.Status)
+	fmt.Fprintf(stdout, "healthcheck: %s answered %s\n", url, resp.Status)
 	return exitOK
 }
 

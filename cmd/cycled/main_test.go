@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
 )
 
 // runCmd runs the program in-process and returns its exit code and outputs.
@@ -375,4 +377,61 @@ func TestBuildInfo(t *testing.T) {
 	if m.GetGauge().GetValue() != 1 || labels["version"] != "v1.2.3" || labels["commit"] != commit || labels["goversion"] != runtime.Version() {
 		t.Errorf("cycled_build_info = %v %v", m.GetGauge().GetValue(), labels)
 	}
+}
+
+// TestCLI: the command line behaves like its peers' (cobra's conventions): --version,
+// help COMMAND, a suggestion for a misspelled command, each command with only its own
+// flags and a long help with an example, shell completion, and a top-level help that
+// lists every command.
+func TestCLI(t *testing.T) {
+	clearEnv(t)
+	if code, out, _ := runCmd(t, "--version"); code != exitOK || out != versionString()+"\n" {
+		t.Errorf("--version = %d %q, want %q", code, out, versionString())
+	}
+	if code, out, _ := runCmd(t, "help", "sim"); code != exitOK || !strings.Contains(out, "cycled sim [flags]") || !strings.Contains(out, "--scenario") {
+		t.Errorf("help sim = %d\n%s", code, out)
+	}
+	if code, out, errOut := runCmd(t, "simm"); code != exitUsage || out != "" || !strings.Contains(errOut, `unknown command "simm"`) || !strings.Contains(errOut, "Did you mean this?\n\tsim") {
+		t.Errorf("a misspelled command = %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "recorder"); code != exitUsage || !strings.Contains(errOut, "give a subcommand: check, vacuum") {
+		t.Errorf("recorder without a subcommand = %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "ha", "stat"); code != exitUsage || !strings.Contains(errOut, `unknown command "stat"`) {
+		t.Errorf("ha with an unknown subcommand = %d, stderr %q", code, errOut)
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		if code, out, _ := runCmd(t, "completion", shell); code != exitOK || !strings.Contains(out, "cycled") || len(out) < 1000 {
+			t.Errorf("completion %s = %d, %d bytes", shell, code, len(out))
+		}
+	}
+	_, top, _ := runCmd(t, "--help")
+	for _, want := range []string{"cycled healthcheck", "--metrics URL", "cycled completion bash|zsh|fish", "cycled help COMMAND"} {
+		if !strings.Contains(top, want) {
+			t.Errorf("the top-level help lacks %q", want)
+		}
+	}
+	// Every command: a long help with an example, and only its own flags (the daemon's
+	// configuration flags belong to run and to cycled alone).
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" || c.HasParent() && c.Parent().Name() == "completion" {
+			return
+		}
+		args := append(strings.Fields(strings.TrimPrefix(c.CommandPath(), "cycled")), "--help")
+		code, out, _ := runCmd(t, args...)
+		if code != exitOK || !strings.Contains(out, "Examples:\n  cycled") || c.Long == "" {
+			t.Errorf("cycled %s = %d: want a long help with an example\n%s", strings.Join(args, " "), code, out)
+		}
+		daemon := c.Name() == "run" || !c.HasParent()
+		for _, flag := range []string{"--http-addr", "--period", "--log-level"} {
+			if strings.Contains(out, flag) != daemon {
+				t.Errorf("cycled %s: lists %s: %v, want %v", strings.Join(args, " "), flag, !daemon, daemon)
+			}
+		}
+	}
+	walk(newRoot(io.Discard, io.Discard))
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/daemon/recorder"
 	"github.com/cycled/cycled/daemon/recorder/sqlite"
@@ -18,51 +20,48 @@ import (
 // replayPage is how many ticks replay reads at a time.
 const replayPage = 1000
 
-// stateDir returns --state, else the configuration's state_dir.
-func stateDir(args []string, name string, stdout, stderr io.Writer, extra func(fsDefine)) (dir string, rest []string, code int, done bool) {
-	fs := newFlags(name)
+// stateDirFlags defines --state and --config on fs; the function it returns gives
+// --state, else the state_dir of the configuration (--config, $CYCLED_CONFIG, the
+// environment), or prints why not (done true, with the exit code).
+func stateDirFlags(fs *pflag.FlagSet, stderr io.Writer) func() (dir string, code int, done bool) {
 	state := fs.String("state", "", "state directory holding recorder.db (default: the configuration's state_dir)")
-	if extra != nil {
-		extra(fs)
+	fs.String("config", "", "configuration file (YAML) whose state_dir to use; default $CYCLED_CONFIG, else the embedded demo")
+	return func() (string, int, bool) {
+		if *state != "" {
+			return *state, 0, false
+		}
+		cfg, err := config.Load(config.WithFlags(fs))
+		if err != nil {
+			fmt.Fprintln(stderr, "cycled:", err)
+			return "", exitError, true
+		}
+		return cfg.StateDir, 0, false
 	}
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
-		return "", nil, code, true
-	}
-	if *state != "" {
-		return *state, fs.Args(), 0, false
-	}
-	cfg, err := config.Load(config.WithFlags(fs))
-	if err != nil {
-		fmt.Fprintln(stderr, "cycled:", err)
-		return "", nil, exitError, true
-	}
-	return cfg.StateDir, fs.Args(), 0, false
-}
-
-// fsDefine is the part of a flag set replay defines its own flags on.
-type fsDefine interface {
-	Uint64(name string, value uint64, usage string) *uint64
-	Bool(name string, value bool, usage string) *bool
 }
 
 // replay is "cycled replay": the recorded timeline, ticks that were not nominal with
 // their lines, and events, as a person reads it or (--json) as JSON lines.
-func replay(args []string, stdout, stderr io.Writer) int {
-	var from, to *uint64
-	var asJSON, check *bool
-	dir, rest, code, done := stateDir(args, "replay", stdout, stderr, func(fs fsDefine) {
-		check = fs.Bool("check", false, "re-run the current decision rules over the recorded outcomes and list every difference (exit 1 if any)")
-		from = fs.Uint64("from", 0, "first tick id (default: the oldest recorded)")
-		to = fs.Uint64("to", 0, "last tick id (default: the newest recorded)")
-		asJSON = fs.Bool("json", false, "print JSON lines instead of text")
-	})
-	if done {
-		return code
+func replay(fs *pflag.FlagSet, stdout, stderr io.Writer) func(args []string) int {
+	stateDir := stateDirFlags(fs, stderr)
+	check := fs.Bool("check", false, "re-run the current decision rules over the recorded outcomes and list every difference (exit 1 if any)")
+	from := fs.Uint64("from", 0, "first tick id (default: the oldest recorded)")
+	to := fs.Uint64("to", 0, "last tick id (default: the newest recorded)")
+	asJSON := fs.Bool("json", false, "print JSON lines instead of text")
+	return func(args []string) int {
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "cycled replay: unexpected argument %q\n", args[0])
+			return exitUsage
+		}
+		dir, code, done := stateDir()
+		if done {
+			return code
+		}
+		return replayRun(dir, *check, *from, *to, *asJSON, stdout, stderr)
 	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "cycled replay: unexpected argument %q\n", rest[0])
-		return exitUsage
-	}
+}
+
+// replayRun prints the timeline of the recorder in dir, or (check) its check.
+func replayRun(dir string, check bool, from, to uint64, asJSON bool, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	rd, err := sqlite.OpenReader(ctx, dir)
 	if err != nil {
@@ -70,11 +69,11 @@ func replay(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	defer rd.Close()
-	if *check {
-		return replayCheck(ctx, rd, *from, *to, *asJSON, stdout, stderr)
+	if check {
+		return replayCheck(ctx, rd, from, to, asJSON, stdout, stderr)
 	}
-	p := &timeline{w: stdout, json: *asJSON}
-	if err := p.run(ctx, rd, *from, *to); err != nil {
+	p := &timeline{w: stdout, json: asJSON}
+	if err := p.run(ctx, rd, from, to); err != nil {
 		fmt.Fprintln(stderr, "cycled replay:", err)
 		return exitError
 	}
@@ -236,29 +235,29 @@ func (p *timeline) emit(v any) {
 }
 
 // recorderCmd is "cycled recorder check|vacuum".
-func recorderCmd(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "check" && args[0] != "vacuum") {
-		fmt.Fprintln(stderr, "usage: cycled recorder check|vacuum [--state DIR | --config F] [--json]")
-		return exitUsage
+func recorderCmd(action string, fs *pflag.FlagSet, stdout, stderr io.Writer) func(args []string) int {
+	stateDir := stateDirFlags(fs, stderr)
+	var asJSON bool
+	if action == "check" {
+		fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	}
-	var asJSON *bool
-	dir, _, code, done := stateDir(args[1:], "recorder "+args[0], stdout, stderr, func(fs fsDefine) {
-		asJSON = fs.Bool("json", false, "print the report as JSON")
-	})
-	if done {
-		return code
-	}
-	ctx := context.Background()
-	if args[0] == "vacuum" {
-		before, after, err := sqlite.Vacuum(ctx, dir)
-		if err != nil {
-			fmt.Fprintln(stderr, "cycled recorder vacuum:", err)
-			return exitError
+	return func([]string) int {
+		dir, code, done := stateDir()
+		if done {
+			return code
 		}
-		fmt.Fprintf(stdout, "vacuumed: %d bytes -> %d bytes\n", before, after)
-		return exitOK
+		ctx := context.Background()
+		if action == "vacuum" {
+			before, after, err := sqlite.Vacuum(ctx, dir)
+			if err != nil {
+				fmt.Fprintln(stderr, "cycled recorder vacuum:", err)
+				return exitError
+			}
+			fmt.Fprintf(stdout, "vacuumed: %d bytes -> %d bytes\n", before, after)
+			return exitOK
+		}
+		return recorderCheck(ctx, dir, asJSON, stdout, stderr)
 	}
-	return recorderCheck(ctx, dir, *asJSON, stdout, stderr)
 }
 
 func recorderCheck(ctx context.Context, dir string, asJSON bool, stdout, stderr io.Writer) int {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -45,8 +46,8 @@ const (
 
 // serve is "cycled run". ctx ends on SIGINT or SIGTERM; stop restores the default signal
 // behaviour (a second Ctrl-C kills at once); hup delivers SIGHUP (reload).
-func serve(ctx context.Context, stop func(), hup <-chan os.Signal, args []string, stdout, stderr io.Writer) int {
-	cfg, loadOpts, code, ok := loadRunConfig(args, stdout, stderr)
+func serve(ctx context.Context, stop func(), hup <-chan os.Signal, fs *pflag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	cfg, loadOpts, code, ok := loadRunConfig(fs, args, stderr)
 	if !ok {
 		return code
 	}
@@ -131,15 +132,11 @@ func newEngine(cfg *config.Config, log *zap.Logger, reg *prometheus.Registry, fl
 	return engine, regs, true
 }
 
-// loadRunConfig parses the flags of "cycled run" and loads the configuration; when ok is
-// false, the usage or the error is printed and code is the exit code.
-func loadRunConfig(args []string, stdout, stderr io.Writer) (cfg *config.Config, loadOpts []config.LoadOption, code int, ok bool) {
-	fs := newFlags("run")
-	if code, done := parseFlags(fs, args, stdout, stderr); done {
-		return nil, nil, code, false
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "cycled run: unexpected argument %q (use --config FILE)\n", fs.Arg(0))
+// loadRunConfig loads the configuration of "cycled run" from its parsed flags fs; when ok
+// is false, the error is printed and code is the exit code.
+func loadRunConfig(fs *pflag.FlagSet, args []string, stderr io.Writer) (cfg *config.Config, loadOpts []config.LoadOption, code int, ok bool) {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "cycled run: unexpected argument %q (use --config FILE)\n", args[0])
 		return nil, nil, exitUsage, false
 	}
 	loadOpts = []config.LoadOption{config.WithFlags(fs)}

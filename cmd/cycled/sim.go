@@ -34,8 +34,7 @@ type simFlags struct {
 	start    *string
 }
 
-func newSimFlags(name string) *simFlags {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+func newSimFlags(fs *pflag.FlagSet) *simFlags {
 	return &simFlags{fs: fs,
 		config:   fs.String("config", "", "configuration file (YAML); default: the embedded demo"),
 		scenario: fs.String("scenario", "", "scenario file (YAML): events at ticks or virtual times"),
@@ -48,12 +47,12 @@ func newSimFlags(name string) *simFlags {
 
 // options checks the flags and loads the configuration and scenario. Every problem is
 // printed on stderr with its flag or path; the exit code says what kind.
-func (f *simFlags) options(stderr io.Writer) (sim.Options, int, bool) {
-	name := "cycled " + f.fs.Name()
+func (f *simFlags) options(name string, args []string, stderr io.Writer) (sim.Options, int, bool) {
+	name = "cycled " + name
 	var o sim.Options
 	switch {
-	case f.fs.NArg() > 0:
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, f.fs.Arg(0))
+	case len(args) > 0:
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", name, args[0])
 		return o, exitUsage, false
 	case *f.ticks < 0:
 		fmt.Fprintf(stderr, "%s: --ticks: must be > 0\n", name)
@@ -115,34 +114,38 @@ func printProblems(w io.Writer, prefix string, err error) {
 }
 
 // simCmd is "cycled sim": the configuration on virtual time, and its report.
-func simCmd(args []string, stdout, stderr io.Writer) int {
-	f := newSimFlags("sim")
-	out := f.fs.String("out", "", "write the summaries as JSON lines: DIR (summaries.jsonl, report.txt, report.json) or - (stdout; the report goes to stderr)")
-	asJSON := f.fs.Bool("json", false, "print the report as JSON")
-	record := f.fs.String("record", "", "also record the run in DIR/recorder.db, for cycled replay and the dashboard")
-	if code, stop := parseFlags(f.fs, args, stdout, stderr); stop {
-		return code
+func simCmd(fs *pflag.FlagSet, stdout, stderr io.Writer) func(args []string) int {
+	f := newSimFlags(fs)
+	out := fs.String("out", "", "write the summaries as JSON lines: DIR (summaries.jsonl, report.txt, report.json) or - (stdout; the report goes to stderr)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	record := fs.String("record", "", "also record the run in DIR/recorder.db, for cycled replay and the dashboard")
+	return func(args []string) int {
+		o, code, ok := f.options("sim", args, stderr)
+		if !ok {
+			return code
+		}
+		return simRun(o, *out, *record, *asJSON, stdout, stderr)
 	}
-	o, code, ok := f.options(stderr)
-	if !ok {
-		return code
-	}
-	rep, err := runSim(o, *out, *record, stdout)
+}
+
+// simRun runs o and prints its report (see runSim for out and record).
+func simRun(o sim.Options, out, record string, asJSON bool, stdout, stderr io.Writer) int {
+	rep, err := runSim(o, out, record, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "cycled sim:", err)
 		return exitError
 	}
 	w := stdout
-	if *out == "-" {
+	if out == "-" {
 		w = stderr
 	}
-	if *asJSON {
+	if asJSON {
 		err = rep.WriteJSON(w)
 	} else {
 		err = rep.WriteText(w)
 	}
-	if err == nil && *out != "" && *out != "-" {
-		err = writeReports(*out, rep)
+	if err == nil && out != "" && out != "-" {
+		err = writeReports(out, rep)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "cycled sim:", err)

@@ -47,40 +47,43 @@ type tailOptions struct {
 // configuration change, until ctx ends. It reconnects with backoff when the stream ends,
 // says so on stderr, and recognises a daemon that restarted. The exit code is 0 when ctx
 // ends, 2 on a usage error.
-func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, code, ok := parseTailFlags(args, stdout, stderr)
-	if !ok {
-		return code
-	}
+func runTail(ctx context.Context, o tailOptions, stdout, stderr io.Writer) int {
 	t := &tailer{o: o, out: stdout, errw: stderr, client: &http.Client{}}
 	t.follow(ctx)
 	return exitOK
 }
 
-// parseTailFlags parses the flags of "cycled tail"; ok is false when the program should
-// stop with code.
-func parseTailFlags(args []string, stdout, stderr io.Writer) (o tailOptions, code int, ok bool) {
-	fs := pflag.NewFlagSet("tail", pflag.ContinueOnError)
+// tailFlags defines the flags of "cycled tail" on fs; the function it returns checks them
+// and the positional args once parsed, and gives the options, or ok false and the exit
+// code when the program should stop.
+func tailFlags(fs *pflag.FlagSet) func(args []string, stdout, stderr io.Writer) (o tailOptions, code int, ok bool) {
+	var o tailOptions
 	addr := fs.String("addr", "", "the daemon's URL (default $CYCLED_ADDR, else "+defaultTailAddr+")")
 	fs.StringSliceVar(&o.modules, "module", nil, "show only these modules (repeat or comma-separate); ticks where none of them is off nominal are not shown")
 	fs.StringSliceVar(&o.tiers, "tier", nil, "show only the modules of these tiers; ticks where none of them is off nominal are not shown")
 	sev := fs.String("severity", "ok", "show only ticks of at least this severity: ok, degraded or critical")
 	fs.BoolVar(&o.json, "json", false, "print the summaries of the ticks shown as JSON lines, as the daemon sends them")
-	if code, stop := parseFlags(fs, args, stdout, stderr); stop {
-		return o, code, false
+	return func(args []string, stdout, stderr io.Writer) (tailOptions, int, bool) {
+		o := o
+		o.addr = *addr
+		return o.finish(*sev, args, stdout, stderr)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "cycled tail: unexpected argument %q (use --addr URL)\n", fs.Arg(0))
+}
+
+// finish checks the parsed flags of "cycled tail" (sev is --severity) and the positional
+// args, and completes o.
+func (o tailOptions) finish(sev string, args []string, stdout, stderr io.Writer) (tailOptions, int, bool) {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "cycled tail: unexpected argument %q (use --addr URL)\n", args[0])
 		return o, exitUsage, false
 	}
-	switch s := faultsummary.Severity(*sev); s {
+	switch s := faultsummary.Severity(sev); s {
 	case faultsummary.OK, faultsummary.Degraded, faultsummary.Critical:
 		o.severity = s
 	default:
-		fmt.Fprintf(stderr, "cycled tail: --severity %q: want ok, degraded or critical\n", *sev)
+		fmt.Fprintf(stderr, "cycled tail: --severity %q: want ok, degraded or critical\n", sev)
 		return o, exitUsage, false
 	}
-	o.addr = *addr
 	if o.addr == "" {
 		o.addr = os.Getenv("CYCLED_ADDR")
 	}

@@ -77,6 +77,7 @@ type Advice struct {
 type BestFound struct {
 	Proposals []Proposal `json:"proposals"`
 	Patch     string     `json:"patch"`
+	Warnings  []string   `json:"warnings"` // of the best found configuration
 }
 
 // Config returns the advised configuration, else the best one found.
@@ -118,8 +119,8 @@ func Advise(ctx context.Context, o sim.Options, obj Objective) (*Advice, error) 
 		a.Warnings = append(a.Warnings, budgetWarnings(t.cfg)...)
 	}
 	if !a.Met && len(a.Proposals) > 0 {
-		a.BestFound = &BestFound{Proposals: a.Proposals, Patch: strings.Replace(a.Patch, patchHeader, bestFoundHeader, 1)}
-		a.Proposals, a.Patch = []Proposal{}, ""
+		a.BestFound = &BestFound{Proposals: a.Proposals, Patch: strings.Replace(a.Patch, patchHeader, bestFoundHeader, 1), Warnings: a.Warnings}
+		a.Proposals, a.Patch, a.Warnings = []Proposal{}, "", []string{}
 	}
 	return a, nil
 }

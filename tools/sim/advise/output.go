@@ -94,6 +94,9 @@ func (a *Advice) WriteText(w io.Writer) error {
 	if bf := a.BestFound; bf != nil {
 		b.WriteString("\nBest found, NOT advice (it does not meet the objective):\n")
 		writeChanges(&b, bf.Proposals, bf.Patch, "Its patch")
+		for _, w := range bf.Warnings {
+			fmt.Fprintf(&b, "\nwarning (best found): %s\n", w)
+		}
 	}
 	for _, w := range a.Warnings {
 		fmt.Fprintf(&b, "\nwarning: %s\n", w)

@@ -1225,3 +1225,24 @@ func TestEmergencySecondEpisode(t *testing.T) {
 		t.Fatalf("after the second episode: %+v (previous %+v)", em, em.Previous)
 	}
 }
+
+// TestWatchdogPendingConfig: a configuration change that no tick boundary applies within
+// the watchdog turns /healthz 503 with its own code, whatever the ticks say.
+func TestWatchdogPendingConfig(t *testing.T) {
+	cfg := testConfig()
+	cfg.Period = time.Hour
+	r := newRig(t, rigOptions{cfg: cfg, opts: func(o *api.Options) { o.WatchdogTimeout = 50 * time.Millisecond }})
+	fast := cfg
+	fast.Period = 10 * time.Millisecond
+	if err := r.e.Reload(fast, r.e.Registrations()); err != nil { // no scheduler runs: it stays pending
+		t.Fatal(err)
+	}
+	waitFor(t, "the watchdog", func() bool {
+		res, _ := r.do(http.MethodGet, "/healthz", nil)
+		return res.StatusCode == http.StatusServiceUnavailable
+	})
+	e := r.expectError(http.StatusServiceUnavailable, "config_pending", http.MethodGet, "/healthz", nil)
+	if !strings.Contains(e.Error.Message, "configuration change has waited") {
+		t.Errorf("message %q", e.Error.Message)
+	}
+}

@@ -165,12 +165,22 @@ func (s *server) health() health {
 		h.Mode = "step"
 		return h
 	}
+	pcfg, waited, pending := s.e.Pending()
+	period := cfg.Period
+	if pending && pcfg.Period > 0 {
+		period = min(period, pcfg.Period) // the configured period promises ticks at least this often
+	}
 	wd := s.opts.WatchdogTimeout
 	if wd <= 0 {
-		wd = max(3*cfg.Period, MinWatchdog)
+		wd = max(3*period, MinWatchdog)
 	}
 	h.WatchdogMs = blackboard.Millis(wd)
-	if since > wd {
+	switch {
+	case pending && waited > wd:
+		h.Status = "stalled"
+		h.Error = &apiError{Code: "config_pending", Message: fmt.Sprintf(
+			"a configuration change has waited %s to be applied (watchdog %s)", waited.Round(time.Millisecond), wd)}
+	case since > wd:
 		h.Status = "stalled"
 		what := "no tick has completed"
 		if h.LastTickID > 0 {
@@ -184,7 +194,9 @@ func (s *server) health() health {
 
 // healthz serves GET /healthz: 200 while ticks advance; 503 when a periodic scheduler has
 // completed no tick within the watchdog timeout (since the last tick, or since the API
-// started when there was none). In step mode ticks run on demand and the watchdog does
+// started when there was none), or a configuration change has waited longer than that to
+// be applied. The timeout follows the shorter of the periods in force and pending: the one
+// configured last promises ticks that often. In step mode ticks run on demand and the watchdog does
 // not apply. Emergency mode is reported but does not fail the check: the scheduler works.
 func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
 	h := s.health()

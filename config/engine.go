@@ -136,6 +136,7 @@ func (c *Config) check() tiers.Problems {
 	for i, m := range c.Modules {
 		ps = append(ps, m.check(fmt.Sprintf("modules[%d]", i))...)
 	}
+	c.checkBounds(add)
 	c.HTTP.check(c.tokenFromFile, add)
 	c.Log.check(add)
 	c.Recorder.check(c.StateDir, add)
@@ -261,6 +262,7 @@ func (m ModuleConfig) check(p string) tiers.Problems {
 	default:
 		add(strictdecode.Join(p, "kind"), "unknown kind %q (want builtin or http)", m.Kind)
 	}
+	m.checkBounds(p, add)
 	if m.Every < 0 || m.Every > tiers.MaxEvery {
 		add(strictdecode.Join(p, "every"), "must be between 1 and %d", tiers.MaxEvery)
 	}

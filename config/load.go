@@ -270,7 +270,7 @@ func parse(data []byte, src string, overrides []override) (*Config, error) {
 			}
 		}
 	}
-	ps := mergeProblems(d.Problems, validated)
+	ps := mergeProblems(d.Problems, withLines(validated, doc))
 	if err := ps.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", src, err)
 	}

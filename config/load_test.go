@@ -606,3 +606,37 @@ func TestLoadAdminTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestUpperBounds: every bounded duration beyond its bound is an error naming its path and
+// line; at the bound it is accepted.
+func TestUpperBounds(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, path string }{
+		{"period", "cycle: {period: 876000h}\n", "cycle.period"},
+		{"budget", "tiers:\n  - name: safety\n    budget: 2h\n", "tiers[0].budget"},
+		{"tier cooldown", "tiers:\n  - name: safety\n    breaker: {cooldown: 90m}\n", "tiers[0].breaker.cooldown"},
+		{"named cooldown", "breakers:\n  db: {cooldown: 2h}\n", "breakers.db.cooldown"},
+		{"default ttl", "lastgood: {default_ttl: 25h}\n", "lastgood.default_ttl"},
+		{"module ttl", "modules:\n  - name: m\n    tier: safety\n    ttl: 48h\n", "modules[0].ttl"},
+		{"startup", "startup: {timeout: 2h}\n", "startup.timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.Load(config.WithData([]byte(tc.yaml), "t.yaml"), config.WithoutEnv())
+			var ve *tiers.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Load: %v, want a validation error", err)
+			}
+			found := false
+			for _, p := range ve.Problems {
+				if p.Path == tc.path && strings.Contains(p.Message, "upper bound") && strings.Contains(p.Message, "(line ") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("problems %v, want %s beyond its upper bound with its line", ve.Problems, tc.path)
+			}
+		})
+	}
+	if _, err := config.Load(config.WithData([]byte("cycle: {period: 1h}\nlastgood: {default_ttl: 24h}\n"), "t.yaml"), config.WithoutEnv()); err != nil {
+		t.Errorf("values at their bounds: %v", err)
+	}
+}

@@ -277,6 +277,10 @@ type Engine struct {
 	rtBreakers map[string]breaker.Settings
 
 	pending atomic.Pointer[state] // desired, for the tick boundary, which reads it without cfgMu
+	wake    chan struct{}         // capacity 1: a configuration change or Close for a sleeping Run (see wakeup)
+	// pendingSince is when the desired state last became different from the one in force
+	// (UnixNano on the engine's clock; 0: none pending), for PendingFor.
+	pendingSince atomic.Int64
 
 	tickMu     sync.Mutex
 	active     *state           // guarded by tickMu
@@ -333,6 +337,7 @@ func New(cfg Config, mods []Registration, opts ...Option) (*Engine, error) {
 		nextID: max(o.ident.FirstTick, 1) - 1,
 		lg:     lastgood.New(lastgood.WithDefaultTTL(c.DefaultTTL)),
 		hub:    faultsummary.NewHub(),
+		wake:   make(chan struct{}, 1),
 	}
 	e.guard.starting.Store(cfg.Startup != nil) // not ready before the first tick either
 	e.subs = append(e.subs, hubSubscriber(e.hub))
@@ -676,6 +681,19 @@ func (e *Engine) Config() Config { return e.activeView.Load().cfg }
 // StepMode reports whether the engine runs ticks only on demand (period 0).
 func (e *Engine) StepMode() bool { return e.activeView.Load().cfg.Period == 0 }
 
+// Pending returns the configuration that the next tick boundary puts in force, and how
+// long it has been waiting on the engine's clock; ok is false when the configuration in
+// force is the latest (nothing waits). The scheduler applies a pending configuration at
+// its next grid point, or one new period after the last tick if the new period is shorter
+// (see Run), so a wait much longer than that means that the scheduler is stuck.
+func (e *Engine) Pending() (cfg Config, waited time.Duration, ok bool) {
+	p := e.pending.Load()
+	if p.version == e.activeView.Load().version {
+		return Config{}, 0, false
+	}
+	return p.cfg, max(e.clock.Now().Sub(time.Unix(0, e.pendingSince.Load())), 0), true
+}
+
 // Breakers returns a snapshot of every breaker, sorted by name.
 func (e *Engine) Breakers() []breaker.Snapshot { return e.breakers.List() }
 
@@ -797,6 +815,7 @@ func (e *Engine) Close() error {
 	if e.closed.Swap(true) {
 		return nil
 	}
+	e.wakeup() // a scheduler waiting on a long period returns now, not at its next grid point
 	e.tickMu.Lock()
 	defer e.tickMu.Unlock()
 	for _, ms := range e.active.tierMods {

@@ -91,12 +91,16 @@ func (e *Engine) install(st *state) {
 // again, the boundary prepares it itself (applyPending).
 func (e *Engine) publish(st *state) {
 	base := e.activeView.Load()
+	if e.pending.Load().version == base.version { // nothing was pending: st waits from now
+		e.pendingSince.Store(e.clock.Now().UnixNano())
+	}
 	e.prepare(st, base)
 	for range 2 {
 		e.desired = st
 		e.pending.Store(st)
 		now := e.activeView.Load()
 		if now == base || now.version == st.version { // not moved, or moved to st itself
+			e.wakeup()
 			return
 		}
 		base, st = now, st.unprepared()
@@ -104,6 +108,7 @@ func (e *Engine) publish(st *state) {
 	}
 	e.desired = st
 	e.pending.Store(st)
+	e.wakeup()
 }
 
 // unprepared returns a copy of st without what prepare derives from it.

@@ -48,8 +48,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		if cfg.Period != g.Period {
 			g = e.regrid(g, cfg.Period, last)
 		}
-		if err := e.sleepUntil(ctx, cfg, g.At(), &e.grid); err != nil {
+		var err error
+		if g, cfg, err = e.sleepToGrid(ctx, g, cfg, last); err != nil {
 			return err
+		}
+		if cfg.Period <= 0 {
+			continue // a reload to step mode while waiting: stepModeWait applies it
 		}
 		e.tickMu.Lock()
 		if e.closed.Load() {
@@ -80,6 +84,64 @@ func (e *Engine) stepModeWait(ctx context.Context, cfg Config) error {
 	return e.sleepUntil(ctx, cfg, e.clock.Now().Add(50*time.Millisecond), nil)
 }
 
+// errWoken is returned by sleepUntil when a reload, a registration or Close woke the
+// scheduler before its time.
+var errWoken = errors.New("scheduler woken")
+
+// wakeSlice is how much of a wait on a period the scheduler sleeps on the kernel timer,
+// which nothing but the scheduler's context can interrupt: a longer wait is slept on a Go
+// timer that a configuration change or Close ends at once (see Engine.wakeup), and only its
+// last wakeSlice on the kernel timer. So a configuration change reaches the scheduler
+// within wakeSlice however long the period, and periods up to wakeSlice cost no second
+// wake-up per tick.
+const wakeSlice = 100 * time.Millisecond
+
+// sleepToGrid sleeps until g's next grid point. Woken by a configuration change (see
+// wakeup), it goes on to the grid point rewake gives, with the pending configuration;
+// woken by Close, it returns ErrClosed at once. It returns at once with a pending
+// configuration in step mode.
+func (e *Engine) sleepToGrid(ctx context.Context, g decide.Grid, cfg Config, last time.Time) (decide.Grid, Config, error) {
+	for {
+		err := e.sleepUntil(ctx, cfg, g.At(), &e.grid)
+		if !errors.Is(err, errWoken) {
+			return g, cfg, err
+		}
+		if e.closed.Load() {
+			return g, cfg, ErrClosed
+		}
+		cfg = e.pending.Load().cfg
+		if cfg.Period <= 0 {
+			return g, cfg, nil
+		}
+		g = e.rewake(g, last)
+	}
+}
+
+// rewake returns the grid after the scheduler was woken between ticks on grid g (last: the
+// grid point of the last tick). A pending configuration with a shorter period must not wait
+// for the old period's next grid point: its first tick comes one new period after the last
+// tick, or at once if that time has passed. One with the same or a longer period is applied
+// at the old grid point, which comes no later. Close is seen at the top of Run's loop.
+func (e *Engine) rewake(g decide.Grid, last time.Time) decide.Grid {
+	p := e.pending.Load().cfg.Period
+	if p >= g.Period {
+		return g
+	}
+	if last.IsZero() || !last.Add(p).After(e.clock.Now()) {
+		return decide.Grid{Origin: e.clock.Now(), Period: p}
+	}
+	return decide.Grid{Origin: last, Period: p, K: 1}
+}
+
+// wakeup ends the scheduler's wait on a period longer than wakeSlice (see wakeSlice).
+// It never blocks: one wake-up pending is enough.
+func (e *Engine) wakeup() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
 // regrid returns the grid for a new period: the first period (or one after step mode)
 // starts now; a reload that changed the period starts the new grid at the last tick's grid
 // point, so that the next tick comes one new period after it, not at once.
@@ -96,6 +158,7 @@ func (e *Engine) regrid(g decide.Grid, period time.Duration, last time.Time) dec
 // a kernel timer to be had in g (nil: none wanted) it sleeps on that timer (see
 // gridTimer); otherwise on a Go timer.
 func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time, g *gridTimer) error {
+	grid := g != nil // a wait for a grid point, which a configuration change ends (errWoken)
 	precise := cfg.Timing == Precise && e.maySpin(e.clock.Now())
 	if precise || !e.realClock {
 		g = nil
@@ -108,12 +171,16 @@ func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time, g *gri
 		if d <= 0 {
 			break
 		}
-		if ks := g.sleeper(ctx, e); ks != nil {
-			g.sleep(ks, t)
-			if ctx.Err() != nil {
-				return ctx.Err()
+		if d <= wakeSlice || !grid {
+			if ks := g.sleeper(ctx, e); ks != nil {
+				g.sleep(ks, t)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				continue // the kernel never ends a sleep early: d is now ≤ 0, unless the timer failed
 			}
-			continue // the kernel never ends a sleep early: d is now ≤ 0, unless the timer failed
+		} else if g != nil && !g.none {
+			d -= wakeSlice // the rest on the kernel timer
 		}
 		tm := e.clock.NewTimer(d)
 		select {
@@ -121,6 +188,12 @@ func (e *Engine) sleepUntil(ctx context.Context, cfg Config, t time.Time, g *gri
 		case <-ctx.Done():
 			tm.Stop()
 			return ctx.Err()
+		case <-e.wake:
+			tm.Stop()
+			if !grid {
+				return nil // step mode: Run reads the configuration again
+			}
+			return errWoken
 		}
 	}
 	if precise {

@@ -313,3 +313,73 @@ func TestClosedEngineRefusesEverything(t *testing.T) {
 		}
 	})
 }
+
+// TestReloadWakesLongPeriod: a scheduler asleep on a long period is woken by a reload to a
+// shorter one, which is in force and ticking at once rather than at the old grid point an
+// hour later; a reload to step mode and Close reach it as fast. Pending tells what waits.
+func TestReloadWakesLongPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := time.Millisecond
+		cfg := Config{Period: time.Hour, Tiers: []tiers.Tier{{Name: "safety", Budget: 50 * ms}}}
+		e := newEngine(t, cfg, []Registration{reg("m", "safety", ok(1))})
+		done := make(chan error)
+		go func() { done <- e.Run(context.Background()) }()
+		time.Sleep(time.Second) // tick 1 at 0, the next one due in an hour
+		if s := e.Latest(); s == nil || s.TickID != 1 {
+			t.Fatalf("latest %+v, want tick 1", s)
+		}
+		fast := cfg
+		fast.Period = 10 * ms
+		if err := e.Reload(fast, e.Registrations()); err != nil {
+			t.Fatal(err)
+		}
+		if _, waited, ok := e.Pending(); !ok || waited != 0 {
+			t.Errorf("Pending after the reload: waited %v, pending %v; want 0, true", waited, ok)
+		}
+		time.Sleep(105 * ms)
+		if got := e.Config().Period; got != 10*ms {
+			t.Errorf("period in force 105 ms after the reload: %v, want 10ms", got)
+		}
+		if s := e.Latest(); s.TickID < 10 {
+			t.Errorf("latest tick 105 ms after a reload to 10 ms: %d, want ≥ 10", s.TickID)
+		}
+		if _, _, ok := e.Pending(); ok {
+			t.Error("a configuration still pending after it was applied")
+		}
+		slow := cfg // back to an hour: the next tick comes at the 10 ms grid point, then an hour later
+		if err := e.Reload(slow, e.Registrations()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * ms)
+		if got := e.Config().Period; got != time.Hour {
+			t.Errorf("period in force: %v, want 1h", got)
+		}
+		at := e.Latest().TickID
+		step := cfg
+		step.Period = 0
+		if err := e.Reload(step, e.Registrations()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(ms)
+		if !e.StepMode() {
+			t.Error("a reload to step mode not in force a millisecond later on an hour's period")
+		}
+		if s, err := e.Tick(context.Background()); err != nil || s.TickID != at+1 {
+			t.Errorf("Tick in step mode: %v, %+v", err, s)
+		}
+		if err := e.Reload(cfg, e.Registrations()); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * ms)
+		start := time.Now()
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Errorf("Run after Close: %v, want ErrClosed", err)
+		}
+		if d := time.Since(start); d > 100*ms {
+			t.Errorf("Run returned %v after Close on an hour's period", d)
+		}
+	})
+}

@@ -129,7 +129,9 @@ type Options struct {
 	// answers 422 with every problem, an error wrapping config.ErrSyntax (not YAML) or
 	// config.ErrRead (the file cannot be read) 422 "invalid"; the running configuration
 	// must stay in force. Nil: the route answers 501.
-	Reload func(ctx context.Context) error
+	// allowSafetyRemoval is the request's allow_safety_removal=true: the reload may remove
+	// safety modules (cycle.ErrSafetyRemoval, answered 409 "safety_removal" otherwise).
+	Reload func(ctx context.Context, allowSafetyRemoval bool) error
 	// ConfigView returns the configuration shown by GET /config, secrets redacted. Nil:
 	// the route answers 501.
 	ConfigView func() any

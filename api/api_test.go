@@ -817,7 +817,7 @@ func TestConfigReloadAndFaults(t *testing.T) {
 	var fail atomic.Bool
 	r := newRig(t, rigOptions{opts: func(o *api.Options) {
 		o.ConfigView = func() any { return view.Load() }
-		o.Reload = func(context.Context) error {
+		o.Reload = func(context.Context, bool) error {
 			if fail.Load() {
 				return fmt.Errorf("reload: %w", &tiers.ValidationError{Problems: tiers.Problems{
 					{Path: "tiers[2].budget", Message: "must be > 0"},

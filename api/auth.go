@@ -34,6 +34,9 @@ func (s *server) admin(next http.Handler) http.Handler {
 		if a.Token != "" {
 			fields = append(fields, zap.String("token", a.Token))
 		}
+		if a.AllowSafetyRemoval {
+			fields = append(fields, zap.Bool("allow_safety_removal", true))
+		}
 		s.log.Info("admin request", fields...)
 		if s.opts.Audit != nil {
 			s.opts.Audit(a)
@@ -222,12 +225,15 @@ type AdminAction struct {
 	Name string `json:"name,omitempty"`
 	// Remote is the client's address.
 	Remote string `json:"remote"`
+	// AllowSafetyRemoval is set when the request allowed the removal of safety modules
+	// (allow_safety_removal=true).
+	AllowSafetyRemoval bool `json:"allow_safety_removal,omitempty"`
 }
 
 // adminAction describes an answered admin request.
 func (s *server) adminAction(r *http.Request, status int, who tokenEntry) AdminAction {
 	a := AdminAction{Route: r.Method + " " + r.URL.Path, Path: r.URL.Path, Status: status, Remote: r.RemoteAddr,
-		Token: who.fp, Name: who.name}
+		Token: who.fp, Name: who.name, AllowSafetyRemoval: r.URL.Query().Get("allow_safety_removal") == "true"}
 	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 		a.Route = r.Method + " " + rc.RoutePattern()
 	}

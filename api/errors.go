@@ -147,6 +147,8 @@ func classify(err error, def int) (int, apiError) {
 		return http.StatusNotFound, apiError{Code: "not_found", Message: msg}
 	case errors.Is(err, cycle.ErrDuplicate):
 		return http.StatusConflict, apiError{Code: "duplicate", Message: msg}
+	case errors.Is(err, cycle.ErrSafetyRemoval):
+		return http.StatusConflict, apiError{Code: "safety_removal", Message: msg}
 	case errors.Is(err, cycle.ErrNotRuntime):
 		return http.StatusConflict, apiError{Code: "not_runtime", Message: msg}
 	case errors.Is(err, cycle.ErrNotStepMode):

@@ -427,11 +427,20 @@ func relativePaths(err error, index int) error {
 }
 
 // deleteModule serves DELETE /modules/{name} (admin): 204; the module stops at the next
-// tick boundary. Only runtime registrations can be removed (409 for configured modules).
+// tick boundary. Only runtime registrations can be removed (409 for configured modules),
+// and one in the safety tier only with allow_safety_removal=true (409 safety_removal).
 func (s *server) deleteModule(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
+	allow, ok := allowSafetyRemoval(w, r)
+	if !ok {
+		return
+	}
+	var opts []cycle.ChangeOption
+	if allow {
+		opts = append(opts, cycle.AllowSafetyRemoval(nil))
+	}
 	s.regMu.Lock()
-	err := s.e.Deregister(name)
+	err := s.e.Deregister(name, opts...)
 	if err == nil && s.opts.Deregistered != nil {
 		s.opts.Deregistered(name)
 	}

@@ -44,7 +44,7 @@ func TestReloadUnreadableFileIs422(t *testing.T) {
 		Engine:     e,
 		AdminToken: "t",
 		Logger:     zap.New(core),
-		Reload:     func(ctx context.Context) error { return rl.ReloadFrom(ctx, "api") },
+		Reload:     func(ctx context.Context, allow bool) error { return rl.ReloadAllowing(ctx, "api", allow) },
 		ConfigView: rl.View,
 	})
 

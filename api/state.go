@@ -113,13 +113,19 @@ func (s *server) getConfig(w http.ResponseWriter, _ *http.Request) {
 }
 
 // reload serves POST /config/reload (admin): 200 on success, 422 with every problem when
-// the new configuration is invalid (the running one stays).
+// the new configuration is invalid, 409 safety_removal when it lacks a safety module of
+// the running one and the request does not say allow_safety_removal=true (the running
+// configuration stays in both cases).
 func (s *server) reload(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Reload == nil {
 		writeError(w, http.StatusNotImplemented, apiError{Message: "configuration reload is not configured"})
 		return
 	}
-	if err := s.opts.Reload(r.Context()); err != nil {
+	allow, ok := allowSafetyRemoval(w, r)
+	if !ok {
+		return
+	}
+	if err := s.opts.Reload(r.Context(), allow); err != nil {
 		s.fail(w, r, err, http.StatusInternalServerError)
 		return
 	}
@@ -239,4 +245,19 @@ func (s *server) getMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.ServeHTTP(w, r)
+}
+
+// allowSafetyRemoval reads the query parameter allow_safety_removal ("true" or "false",
+// absent: false); a malformed value is answered 400 and ok is false.
+func allowSafetyRemoval(w http.ResponseWriter, r *http.Request) (allow, ok bool) {
+	v := r.URL.Query().Get("allow_safety_removal")
+	switch v {
+	case "", "false":
+		return false, true
+	case "true":
+		return true, true
+	}
+	writeError(w, http.StatusBadRequest, apiError{Code: "bad_query", Field: "allow_safety_removal",
+		Message: fmt.Sprintf("allow_safety_removal must be true or false, got %q", v)})
+	return false, false
 }

@@ -240,7 +240,10 @@ func parse(data []byte, src string, overrides []override) (*Config, error) {
 	}
 	switch {
 	case doc.Kind == 0 || doc.Kind == yaml.DocumentNode || strictdecode.IsNull(doc):
-		doc = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		// An empty file is a file being written, truncated or emptied by mistake: taken as
+		// the defaults, it would replace every module, the safety tier's included.
+		return nil, fmt.Errorf("%s: %w", src, &tiers.ValidationError{Problems: tiers.Problems{{Path: "(top level)",
+			Message: "the configuration is empty (no keys); write at least the modules, or {} for every default"}}})
 	case doc.Kind != yaml.MappingNode:
 		return nil, fmt.Errorf("parse %s: %w: the top level must be a mapping of keys (cycle, tiers, modules, …)", src, ErrSyntax)
 	}

@@ -360,8 +360,20 @@ func TestLoadSyntaxErrors(t *testing.T) {
 			t.Errorf("Load(%q) = %v, want ErrSyntax", y, err)
 		}
 	}
-	if c := mustLoad(t, ""); len(c.Tiers) != 5 {
-		t.Error("an empty file is not the defaults")
+	if c := mustLoad(t, "{}"); len(c.Tiers) != 5 {
+		t.Error("{} is not the defaults")
+	}
+}
+
+// TestLoadEmpty: an empty file (or one of comments and blanks only, as a truncated or
+// half-written file can be) is an error, not the defaults: those have no module at all.
+func TestLoadEmpty(t *testing.T) {
+	for _, y := range []string{"", "\n\n", "# only a comment\n", "---\n", "~\n"} {
+		_, err := load(t, y)
+		var ve *tiers.ValidationError
+		if !errors.As(err, &ve) || !strings.Contains(err.Error(), "empty") {
+			t.Errorf("Load(%q) = %v, want the configuration is empty", y, err)
+		}
 	}
 }
 
@@ -638,5 +650,29 @@ func TestUpperBounds(t *testing.T) {
 	}
 	if _, err := config.Load(config.WithData([]byte("cycle: {period: 1h}\nlastgood: {default_ttl: 24h}\n"), "t.yaml"), config.WithoutEnv()); err != nil {
 		t.Errorf("values at their bounds: %v", err)
+	}
+}
+
+// TestLoadDuplicateKeys: a key given twice in one mapping is an error naming its path and
+// both lines, at the top and deeper; a merge key's entries may still be overridden.
+func TestLoadDuplicateKeys(t *testing.T) {
+	for _, tc := range []struct{ name, yaml, path, lines string }{
+		{"sections", "cycle: {period: 10ms}\nmodules: []\ncycle: {period: 1h}\n", "cycle", "lines 1 and 3"},
+		{"breakers", "breakers:\n  db: {cooldown: 1s}\n  db: {cooldown: 2s}\n", "breakers.db", "lines 2 and 3"},
+		{"module field", "modules:\n  - name: a\n    tier: safety\n    tier: knowledge\n", "modules[0].tier", "lines 3 and 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, tc.yaml)
+			var ve *tiers.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Load: %v, want a validation error", err)
+			}
+			for _, p := range ve.Problems {
+				if p.Path == tc.path && strings.Contains(p.Message, "duplicate key") && strings.Contains(p.Message, tc.lines) {
+					return
+				}
+			}
+			t.Errorf("problems %v, want a duplicate key at %s (%s)", ve.Problems, tc.path, tc.lines)
+		})
 	}
 }

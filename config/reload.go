@@ -55,8 +55,9 @@ func (c *Config) Redacted() any {
 
 // EngineReloader is what a Reloader needs of the engine; *cycle.Engine implements it.
 type EngineReloader interface {
-	// Reload validates the configuration whole and applies it at the next tick boundary.
-	Reload(cfg cycle.Config, mods []cycle.Registration) error
+	// Reload validates the configuration whole and applies it at the next tick boundary;
+	// it refuses to remove safety modules unless opts allow it (cycle.ErrSafetyRemoval).
+	Reload(cfg cycle.Config, mods []cycle.Registration, opts ...cycle.ChangeOption) error
 }
 
 // ReloadResult is the outcome of one reload attempt.
@@ -77,6 +78,10 @@ type ReloadResult struct {
 	// cycle.realtime_priority, http.addr, http.admin_token, log.format and state_dir. (The
 	// daemon applies log.level at once.)
 	RestartRequired []string `json:"restart_required,omitempty"`
+	// AllowSafetyRemoval tells a reload asked to allow the removal of safety modules.
+	AllowSafetyRemoval bool `json:"allow_safety_removal,omitempty"`
+	// SafetyRemoved names the safety modules that the reload removed (it was allowed to).
+	SafetyRemoved []string `json:"safety_removed,omitempty"`
 	// Err is the error returned by Reload (nil when OK).
 	Err error `json:"-"`
 }
@@ -122,8 +127,13 @@ type Reloader struct {
 	listeners []func(ReloadResult)
 	clock     clock.Clock
 
-	mu       sync.Mutex // serialises reloads; guards the fields below
-	cur      *Config
+	mu sync.Mutex // serialises reloads; guards the fields below
+	// cur is the configuration in force: the latest accepted, with the settings that apply
+	// only at startup (restartOnly) as the daemon started with them.
+	cur *Config
+	// started is the configuration the daemon started with.
+	started  *Config
+	pending  []string // the settings changed since the start that wait for a restart
 	regs     []cycle.Registration
 	loadedAt time.Time
 	last     *ReloadResult
@@ -134,7 +144,7 @@ type Reloader struct {
 // NewReloader returns a Reloader for an engine started with cur and regs (the result of
 // cur.Engine).
 func NewReloader(cur *Config, regs []cycle.Registration, eng EngineReloader, opts ...ReloaderOption) *Reloader {
-	r := &Reloader{engine: eng, cur: cur, regs: regs, clock: clock.Real()}
+	r := &Reloader{engine: eng, cur: cur, started: cur, regs: regs, clock: clock.Real()}
 	for _, op := range opts {
 		op.apply(r)
 	}
@@ -173,16 +183,25 @@ func (r *Reloader) LastError() error {
 // "file"); ctx bounds the attempt (a reload refused because ctx ended changes nothing). On
 // failure the running configuration stays and the error is a *tiers.ValidationError
 // (possibly wrapped) or wraps ErrSyntax, or ErrRead and the file's read error.
-func (r *Reloader) Reload(ctx context.Context) error { return r.reload(ctx, "api") }
+//
+// A configuration that lacks a module of the running configuration's safety tier is
+// refused (it wraps cycle.ErrSafetyRemoval), unless the reload allows it (ReloadAllowing).
+func (r *Reloader) Reload(ctx context.Context) error { return r.reload(ctx, "api", false) }
 
 // ReloadFrom is Reload with the trigger named.
 func (r *Reloader) ReloadFrom(ctx context.Context, trigger string) error {
-	return r.reload(ctx, trigger)
+	return r.reload(ctx, trigger, false)
 }
 
-func (r *Reloader) reload(ctx context.Context, trigger string) error {
+// ReloadAllowing is ReloadFrom that, if allowSafetyRemoval, may remove safety modules;
+// those it removes are named in the result (ReloadResult.SafetyRemoved).
+func (r *Reloader) ReloadAllowing(ctx context.Context, trigger string, allowSafetyRemoval bool) error {
+	return r.reload(ctx, trigger, allowSafetyRemoval)
+}
+
+func (r *Reloader) reload(ctx context.Context, trigger string, allowSafetyRemoval bool) error {
 	r.mu.Lock()
-	res, err := r.reloadLocked(ctx, trigger)
+	res, err := r.reloadLocked(ctx, trigger, allowSafetyRemoval)
 	r.mu.Unlock()
 	for _, l := range r.listeners {
 		l(res)
@@ -190,8 +209,8 @@ func (r *Reloader) reload(ctx context.Context, trigger string) error {
 	return err
 }
 
-func (r *Reloader) reloadLocked(ctx context.Context, trigger string) (ReloadResult, error) {
-	res := ReloadResult{Trigger: trigger}
+func (r *Reloader) reloadLocked(ctx context.Context, trigger string, allowSafetyRemoval bool) (ReloadResult, error) {
+	res := ReloadResult{Trigger: trigger, AllowSafetyRemoval: allowSafetyRemoval}
 	fail := func(err error) (ReloadResult, error) {
 		res.At = r.clock.Now()
 		res.Err = err
@@ -219,7 +238,11 @@ func (r *Reloader) reloadLocked(ctx context.Context, trigger string) (ReloadResu
 		return fail(fmt.Errorf("reload: %w", err))
 	}
 	runtime := r.runtimeRegistrations()
-	if err := r.engine.Reload(ecfg, regs); err != nil {
+	var opts []cycle.ChangeOption
+	if allowSafetyRemoval {
+		opts = append(opts, cycle.AllowSafetyRemoval(&res.SafetyRemoved))
+	}
+	if err := r.engine.Reload(ecfg, regs, opts...); err != nil {
 		// The engine validates the file's modules followed by the runtime ones: name a
 		// problem of a runtime module by the module, unless the registrations changed
 		// meanwhile (then which index is which is unknown).
@@ -230,9 +253,9 @@ func (r *Reloader) reloadLocked(ctx context.Context, trigger string) (ReloadResu
 	}
 	res.OK = true
 	res.Warnings = cfg.Validate().Warnings()
-	res.RestartRequired = restartOnly(r.cur, cfg)
+	res.RestartRequired = restartOnly(r.started, cfg)
 	res.At = r.clock.Now()
-	r.cur, r.regs, r.loadedAt = cfg, regs, res.At
+	r.cur, r.regs, r.loadedAt, r.pending = inForce(r.started, cfg), regs, res.At, res.RestartRequired
 	r.reloads++
 	r.last = &res
 	return res, nil
@@ -330,8 +353,22 @@ func restartOnly(old, cur *Config) []string {
 	return append(out, haRestart(old, cur)...)
 }
 
-// View is GET /config: the configuration in force (redacted), where it came from, when it
-// was loaded, and the outcome of the latest reload attempt.
+// inForce returns cfg with the settings that apply only at startup (see restartOnly) taken
+// from started: what the daemon runs with after cfg was reloaded.
+func inForce(started, cfg *Config) *Config {
+	cp := *cfg
+	cp.Cycle.History, cp.Cycle.RealtimePriority = started.Cycle.History, started.Cycle.RealtimePriority
+	cp.HTTP.Addr, cp.HTTP.AdminToken, cp.HTTP.AdminTokenFile = started.HTTP.Addr, started.HTTP.AdminToken, started.HTTP.AdminTokenFile
+	cp.HTTP.CacheBytes, cp.tokenFromFile = started.HTTP.CacheBytes, started.tokenFromFile
+	cp.Log.Format, cp.StateDir, cp.Recorder = started.Log.Format, started.StateDir, started.Recorder
+	cp.HA, cp.Export = started.HA, started.Export
+	return &cp
+}
+
+// View is GET /config: the configuration in force (redacted: settings that apply only at
+// startup as the daemon started with them), where it came from, when it was loaded, the
+// settings changed since the start that wait for a restart (restart_required), and the
+// outcome of the latest reload attempt.
 func (r *Reloader) View() any {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -341,6 +378,9 @@ func (r *Reloader) View() any {
 		"config":    r.cur.Redacted(),
 		"reloads":   r.reloads,
 		"failures":  r.failures,
+	}
+	if len(r.pending) > 0 {
+		v["restart_required"] = r.pending
 	}
 	if r.last != nil {
 		v["last_reload"] = *r.last
@@ -409,7 +449,7 @@ func (r *Reloader) Watch(ctx context.Context) error {
 			_ = err // a dropped event: the next change triggers again
 		case <-fire:
 			fire = nil
-			_ = r.reload(ctx, "file")
+			_ = r.reload(ctx, "file", false)
 		}
 	}
 }

@@ -244,8 +244,12 @@ func TestReloaderRealtimePriorityNeedsRestart(t *testing.T) {
 	if got := r.Last().RestartRequired; len(got) != 1 || got[0] != "cycle.realtime_priority" {
 		t.Fatalf("restart required %v, want [cycle.realtime_priority]", got)
 	}
-	if r.Current().Cycle.RealtimePriority != 20 {
-		t.Fatalf("the configuration in force shows priority %d, want 20", r.Current().Cycle.RealtimePriority)
+	if r.Current().Cycle.RealtimePriority != 0 {
+		t.Fatalf("the configuration in force shows priority %d, want 0 until a restart", r.Current().Cycle.RealtimePriority)
+	}
+	v := r.View().(map[string]any)
+	if got, _ := v["restart_required"].([]string); !slices.Equal(got, []string{"cycle.realtime_priority"}) {
+		t.Errorf("GET /config restart_required %v, want [cycle.realtime_priority]", v["restart_required"])
 	}
 }
 

@@ -440,7 +440,10 @@ func (st *state) registrations() []Registration {
 // Reload replaces the configuration and the configuration's modules; modules registered at
 // runtime are kept. The whole change is validated first and rejected whole if invalid
 // (the error is a *tiers.ValidationError); it takes effect at the next tick boundary.
-func (e *Engine) Reload(cfg Config, mods []Registration) error {
+//
+// A reload that would take a module out of the safety tier (see ErrSafetyRemoval) is
+// refused unless opts allow it.
+func (e *Engine) Reload(cfg Config, mods []Registration, opts ...ChangeOption) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -460,6 +463,9 @@ func (e *Engine) Reload(cfg Config, mods []Registration) error {
 	}
 	st, err := e.buildState(e.withRuntimeBreakers(cfg), all)
 	if err != nil {
+		return fmt.Errorf("reload: %w", err)
+	}
+	if err := checkSafety(e.desired, st, opts); err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
 	for name := range cfg.Breakers {
@@ -493,8 +499,9 @@ func (e *Engine) Register(r Registration) error {
 	return nil
 }
 
-// Deregister removes a runtime-registered module at the next tick boundary.
-func (e *Engine) Deregister(name string) error {
+// Deregister removes a runtime-registered module at the next tick boundary. A module of
+// the safety tier is removed only if opts allow it (see ErrSafetyRemoval).
+func (e *Engine) Deregister(name string, opts ...ChangeOption) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
@@ -515,6 +522,9 @@ func (e *Engine) Deregister(name string) error {
 	}
 	st, err := e.buildState(e.desired.cfg, rest)
 	if err != nil {
+		return fmt.Errorf("deregister %q: %w", name, err)
+	}
+	if err := checkSafety(e.desired, st, opts); err != nil {
 		return fmt.Errorf("deregister %q: %w", name, err)
 	}
 	e.publish(st)

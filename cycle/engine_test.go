@@ -1400,3 +1400,55 @@ func TestStallCheckLifecycle(t *testing.T) {
 	}
 	check("closed", 0, 7)
 }
+
+// TestSafetyRetention: a reload or a removal that takes a module out of the safety tier
+// (the first) is refused unless allowed; allowed, it names what it removed. Moving a module
+// out of the safety tier is removing it from there.
+func TestSafetyRetention(t *testing.T) {
+	cfg := Config{Tiers: testTiers()}
+	base := []Registration{reg("guard", "safety", ok(1)), reg("recall", "knowledge", ok(2))}
+	for _, tc := range []struct {
+		name  string
+		mods  []Registration
+		allow bool
+		lost  []string // nil: accepted without removing any
+	}{
+		{"same modules", base, false, nil},
+		{"another module dropped", base[:1], false, nil},
+		{"safety module dropped", base[1:], false, []string{"guard"}},
+		{"safety module moved", []Registration{reg("guard", "knowledge", ok(1)), base[1]}, false, []string{"guard"}},
+		{"no module at all", nil, false, []string{"guard"}},
+		{"dropped, allowed", base[1:], true, []string{"guard"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEngine(t, cfg, base)
+			var removed []string
+			var opts []ChangeOption
+			if tc.allow {
+				opts = append(opts, AllowSafetyRemoval(&removed))
+			}
+			err := e.Reload(cfg, tc.mods, opts...)
+			var se *SafetyRemovalError
+			switch {
+			case tc.lost == nil && err != nil:
+				t.Fatalf("Reload: %v", err)
+			case tc.lost != nil && tc.allow:
+				if err != nil || !slices.Equal(removed, tc.lost) {
+					t.Fatalf("Reload allowed: %v, removed %v, want %v", err, removed, tc.lost)
+				}
+			case tc.lost != nil && (!errors.As(err, &se) || !slices.Equal(se.Modules, tc.lost)):
+				t.Fatalf("Reload: %v, want ErrSafetyRemoval of %v", err, tc.lost)
+			}
+		})
+	}
+	e := newEngine(t, cfg, base)
+	if err := e.Register(reg("rt", "safety", ok(3))); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Deregister("rt"); !errors.Is(err, ErrSafetyRemoval) {
+		t.Fatalf("Deregister of a runtime safety module: %v, want ErrSafetyRemoval", err)
+	}
+	if err := e.Deregister("rt", AllowSafetyRemoval(nil)); err != nil {
+		t.Fatalf("Deregister allowed: %v", err)
+	}
+}

@@ -208,7 +208,12 @@ func logReload(log *zap.Logger, res config.ReloadResult) {
 	if len(res.RestartRequired) > 0 {
 		fields = append(fields, zap.Strings("restart_required", res.RestartRequired))
 	}
-	log.Info("configuration reloaded; applies at the next tick boundary", fields...)
+	if len(res.SafetyRemoved) > 0 {
+		log.Warn("configuration reloaded with allow_safety_removal: safety modules removed",
+			append(fields, zap.Strings("safety_removed", res.SafetyRemoved))...)
+	} else {
+		log.Info("configuration reloaded; applies at the next tick boundary", fields...)
+	}
 	for _, w := range res.Warnings {
 		log.Warn("configuration warning", zap.String("field", w.Path), zap.String("message", w.Message))
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +123,117 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	out, err := exec.Command(binary(t), args...).CombinedOutput()
 	return string(out), err
+}
+
+// latestModules returns the names of the modules in the latest summary.
+func latestModules(t *testing.T, d *daemon, after uint64) (uint64, []string) {
+	t.Helper()
+	id := waitTick(t, d, after)
+	var s summary
+	if st := d.do("GET", "/ticks/latest", "", &s); st != http.StatusOK {
+		t.Fatalf("GET /ticks/latest: %d", st)
+	}
+	var names []string
+	for _, m := range s.Modules {
+		names = append(names, m.Name)
+	}
+	return max(id, s.TickID), names
+}
+
+// TestOperatorEmptyFileAndSafetyRemoval: an empty file, written by the file watcher's
+// own reload or asked for, is refused and the running configuration stays; a file without
+// the safety module is refused (409) unless the request says allow_safety_removal=true,
+// which the log names; GET /config shows the settings in force and those that wait for a
+// restart; cycled validate calls an empty file and duplicate keys errors.
+func TestOperatorEmptyFileAndSafetyRemoval(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cfg.yaml")
+	writeConfig(t, path, operatorConfig("10ms", ""))
+	d := start(t, nil, "--config", path)
+	id := waitTick(t, d, 0)
+
+	if err := os.Truncate(path, 0); err != nil { // ": > cfg.yaml": the watcher reloads it
+		t.Fatal(err)
+	}
+	d.waitLog("configuration reload rejected")
+	var e apiErr
+	if st := d.do("POST", "/config/reload", "", &e); st != http.StatusUnprocessableEntity || !strings.Contains(e.Error.Message, "empty") {
+		t.Errorf("reload of an empty file: %d %+v, want 422 empty", st, e)
+	}
+	id, names := latestModules(t, d, id+5)
+	if !slices.Contains(names, "guard") || !slices.Contains(names, "recall") {
+		t.Fatalf("modules after an empty file: %v", names)
+	}
+
+	noGuard := strings.Replace(operatorConfig("10ms", ""), "  - name: guard\n    tier: safety\n    builtin: {value: {clear: true}}\n", "", 1)
+	noGuard = strings.Replace(noGuard, "tier: knowledge", "tier: safety", 1) // a safety tier without guard
+	noGuard = strings.Replace(noGuard, "127.0.0.1:0", "127.0.0.1:1", 1) + "state_dir: " + filepath.Join(dir, "elsewhere") + "\n"
+	writeConfig(t, path, noGuard)
+	d.waitLog("configuration reload rejected")
+	e = apiErr{}
+	if st := d.do("POST", "/config/reload", "", &e); st != http.StatusConflict || e.Error.Code != "safety_removal" ||
+		!strings.Contains(e.Error.Message, "guard") {
+		t.Fatalf("reload without the safety module: %d %+v, want 409 safety_removal naming guard", st, e)
+	}
+	id, names = latestModules(t, d, id+5)
+	if !slices.Contains(names, "guard") {
+		t.Fatalf("guard lost without the flag: %v", names)
+	}
+	if st := d.do("POST", "/config/reload?allow_safety_removal=maybe", "", &e); st != http.StatusBadRequest {
+		t.Errorf("allow_safety_removal=maybe: %d, want 400", st)
+	}
+	if st := d.do("POST", "/config/reload?allow_safety_removal=true", "", nil); st != http.StatusOK {
+		t.Fatalf("reload with allow_safety_removal=true: %d", st)
+	}
+	if l := d.waitLog("safety modules removed"); !strings.Contains(l, "guard") {
+		t.Errorf("log line %q does not name guard", l)
+	}
+	d.waitLog(`"allow_safety_removal": true`)
+	_, names = latestModules(t, d, id+5)
+	if slices.Contains(names, "guard") {
+		t.Errorf("guard still runs after the allowed removal: %v", names)
+	}
+	var view struct {
+		Config struct {
+			HTTP struct {
+				Addr string `json:"addr"`
+			} `json:"http"`
+			StateDir string `json:"state_dir"`
+		} `json:"config"`
+		RestartRequired []string `json:"restart_required"`
+	}
+	if st := d.do("GET", "/config", "", &view); st != http.StatusOK {
+		t.Fatalf("GET /config: %d", st)
+	}
+	if view.Config.HTTP.Addr != "127.0.0.1:0" || strings.Contains(view.Config.StateDir, "elsewhere") ||
+		!slices.Contains(view.RestartRequired, "http.addr") || !slices.Contains(view.RestartRequired, "state_dir") {
+		t.Errorf("GET /config: %+v, want the address and state_dir in force and both waiting for a restart", view)
+	}
+
+	if st := d.do("POST", "/modules", `{"name": "rt", "tier": "safety", "builtin": {"value": 1}}`, nil); st != http.StatusCreated {
+		t.Fatalf("POST /modules: %d", st)
+	}
+	e = apiErr{}
+	if st := d.do("DELETE", "/modules/rt", "", &e); st != http.StatusConflict || e.Error.Code != "safety_removal" {
+		t.Errorf("DELETE of a runtime safety module: %d %+v, want 409 safety_removal", st, e)
+	}
+	if st := d.do("DELETE", "/modules/rt?allow_safety_removal=true", "", nil); st != http.StatusNoContent {
+		t.Errorf("DELETE with allow_safety_removal=true: %d, want 204", st)
+	}
+
+	empty := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(t, "validate", empty); err == nil || !strings.Contains(out, "empty") {
+		t.Errorf("cycled validate of an empty file: %v\n%s", err, out)
+	}
+	dup := filepath.Join(dir, "dup.yaml")
+	if err := os.WriteFile(dup, []byte("cycle: {period: 10ms}\nbreakers:\n  db: {cooldown: 1s}\n  db: {cooldown: 2s}\ncycle: {period: 1s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(t, "validate", dup)
+	if err == nil || !strings.Contains(out, `duplicate key "cycle" (lines 1 and 5)`) || !strings.Contains(out, `duplicate key "db" (lines 3 and 4)`) {
+		t.Errorf("cycled validate of duplicate keys: %v\n%s", err, out)
+	}
 }

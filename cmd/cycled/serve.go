@@ -250,11 +250,13 @@ func restoreRuntime(cfg *config.Config, engine *cycle.Engine, reloader *config.R
 func apiOptions(cfg *config.Config, engine *cycle.Engine, reg *prometheus.Registry, reloader *config.Reloader,
 	store *runtimeStore, log *zap.Logger, readLimiter *api.ReadLimiter) api.Options {
 	return api.Options{
-		Engine:       engine,
-		Registry:     reg,
-		AdminToken:   cfg.HTTP.AdminToken,
-		Logger:       log.Named("api"),
-		Reload:       func(ctx context.Context) error { return reloader.ReloadFrom(ctx, "api") },
+		Engine:     engine,
+		Registry:   reg,
+		AdminToken: cfg.HTTP.AdminToken,
+		Logger:     log.Named("api"),
+		Reload: func(ctx context.Context, allow bool) error {
+			return reloader.ReloadAllowing(ctx, "api", allow)
+		},
 		ConfigView:   reloader.View,
 		DecodeModule: func(body []byte) (cycle.Registration, error) { return decodeModule(reloader, body) },
 		Faults:       func(name string, body []byte) (any, error) { return injectFaults(engine, name, body) },

@@ -169,6 +169,11 @@ func (d *Decoder) pairs(n *yaml.Node, path string) []pair {
 		case k.Kind != yaml.ScalarNode:
 			d.failShape(path, k, "keys must be strings, got %s", kindName(k))
 		default:
+			for _, e := range explicit {
+				if e.name == k.Value {
+					d.duplicate(Join(path, k.Value), e.key, k)
+				}
+			}
 			explicit = append(explicit, pair{key: k, val: v, name: k.Value})
 		}
 	}
@@ -183,6 +188,17 @@ func (d *Decoder) pairs(n *yaml.Node, path string) []pair {
 		out = append(out, p)
 	}
 	return out
+}
+
+// duplicate reports a key given twice in one mapping (first, then again): YAML forbids it,
+// and taking the last silently would hide a whole section the author meant. Keys brought
+// in by a merge ("<<") are not duplicates: the mapping's own keys override them.
+func (d *Decoder) duplicate(path string, first, again *yaml.Node) {
+	if d.lines && first.Line > 0 && again.Line > 0 {
+		d.failShape(path, nil, "duplicate key %q (lines %d and %d)", again.Value, first.Line, again.Line)
+		return
+	}
+	d.failShape(path, again, "duplicate key %q", again.Value)
 }
 
 // mergeSources returns the mappings a merge key's value v names: one mapping or a list.

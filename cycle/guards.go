@@ -124,17 +124,21 @@ func (e *Engine) beginGuards(st *state, s *faultsummary.Summary) {
 // safety tier's outcome out then moves the emergency state machine as in any other.
 func (e *Engine) evalStartup(st *state, s *faultsummary.Summary, tl *tickLines, out tierOutcome) string {
 	g := &e.guard
-	var safety, ok []string
+	var safety, ok, failed []string
 	for _, rt := range st.tierMods[0] {
 		if rt.spec.Emergency {
 			continue // runs only in emergency mode: nothing to wait for
 		}
 		safety = append(safety, rt.name)
-		if tl.recs[rt.idx].status.Produced() {
+		switch ln := &tl.recs[rt.idx]; {
+		case ln.status.Produced():
 			ok = append(ok, rt.name)
+		case ln.flags&lineFailed != 0 || ln.late == decide.Abandoned:
+			failed = append(failed, rt.name)
 		}
 	}
-	next, change := g.startup.Next(decide.StartupTick{Now: s.StartedAt, Safety: safety, Succeeded: ok}, st.cfg.Startup.Timeout)
+	next, change := g.startup.Next(decide.StartupTick{Now: s.StartedAt, Safety: safety, Succeeded: ok, Failed: failed},
+		st.cfg.Startup.Timeout)
 	pending := next.Pending(safety)
 	g.startup = next
 	g.starting.Store(next.Starting)
@@ -150,7 +154,8 @@ func (e *Engine) evalStartup(st *state, s *faultsummary.Summary, tl *tickLines, 
 		e.evalEmergency(st, s.TickID, tierOutcome{TierResult: decide.TierResult{SafetyFailed: true}, safetyReason: decide.StartupReason})
 		return ""
 	}
-	s.Startup = &faultsummary.StartupState{Pending: pending, TimeoutMs: float64(st.cfg.Startup.Timeout) / float64(time.Millisecond)}
+	s.Startup = &faultsummary.StartupState{Pending: pending, TimeoutMs: float64(st.cfg.Startup.Timeout) / float64(time.Millisecond),
+		Failures: next.Failures}
 	return faultsummary.CycleStarting
 }
 

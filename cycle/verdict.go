@@ -89,6 +89,7 @@ func (tr *tierRun) settleFull(out *tierOutcome, rt *modRT, ln *lineRec, j int, t
 	e, seg := tr.e, tr.seg
 	s, tl := seg.s, seg.tl
 	o := ln.outcome()
+	o.Starting = tr.tier == 0 && e.guard.startup.Starting // never kept: keep wants a bare refusal
 	v := decide.Judge(o, rt.policy)
 	ln.kind, ln.cause = v.Kind, v.Cause
 	tl.judged(ln, v.Status)

@@ -94,6 +94,9 @@ type StartupState struct {
 	Pending []string `json:"pending"`
 	// TimeoutMs is the time startup may take before it enters emergency mode (0: none).
 	TimeoutMs float64 `json:"timeout_ms"`
+	// Failures counts, per safety module, the ticks of startup it failed in; while
+	// starting these open no breaker.
+	Failures map[string]int `json:"failures,omitempty"`
 }
 
 // ShedState is what load shedding sheds.

@@ -237,3 +237,73 @@ func TestOperatorEmptyFileAndSafetyRemoval(t *testing.T) {
 		t.Errorf("cycled validate of duplicate keys: %v\n%s", err, out)
 	}
 }
+
+// startupSummary is what the startup test reads of a summary.
+type startupSummary struct {
+	TickID     uint64 `json:"tick_id"`
+	CycleState string `json:"cycle_state"`
+	Startup    *struct {
+		Failures map[string]int `json:"failures"`
+	} `json:"startup"`
+	Emergency struct {
+		Active bool `json:"active"`
+	} `json:"emergency"`
+	Modules []struct {
+		Name    string `json:"name"`
+		Status  string `json:"status"`
+		Circuit string `json:"circuit_state"`
+	} `json:"modules"`
+}
+
+// TestOperatorStartupWarmingSensor: a safety module that fails its first three ticks (a
+// sensor warming up, more than its breaker's threshold) does not open its breaker while
+// the cycle is starting: it succeeds at tick 4, startup ends there, the later tiers run,
+// and no emergency is entered. The failures are counted in the summaries of startup.
+func TestOperatorStartupWarmingSensor(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cfg.yaml")
+	writeConfig(t, path, `
+cycle: {period: 20ms}
+startup: {timeout: 5s}
+tiers:
+  - name: safety
+    breaker: {failure_threshold: 2, cooldown: 1h}
+  - name: knowledge
+modules:
+  - name: sensor
+    tier: safety
+    builtin: {value: {clear: true}, fail_ticks: [[1, 3]]}
+  - name: recall
+    tier: knowledge
+    builtin: {value: 1}
+http: {addr: 127.0.0.1:0}
+`)
+	d := start(t, nil, "--config", path)
+	var s startupSummary
+	waitTick(t, d, 5)
+	if st := d.do("GET", "/ticks/3", "", &s); st != http.StatusOK {
+		t.Fatalf("GET /ticks/3: %d", st)
+	}
+	if s.CycleState != "starting" || s.Startup == nil || s.Startup.Failures["sensor"] != 3 {
+		t.Errorf("tick 3: state %q startup %+v, want starting with 3 failures of sensor", s.CycleState, s.Startup)
+	}
+	s = startupSummary{}
+	if st := d.do("GET", "/ticks/5", "", &s); st != http.StatusOK {
+		t.Fatalf("GET /ticks/5: %d", st)
+	}
+	if s.CycleState != "" || s.Emergency.Active {
+		t.Errorf("tick 5: state %q, emergency %v; want started, no emergency", s.CycleState, s.Emergency.Active)
+	}
+	for _, m := range s.Modules {
+		if m.Status != "ok" || (m.Name == "sensor" && m.Circuit != "closed") {
+			t.Errorf("tick 5: module %+v, want ok with a closed breaker", m)
+		}
+	}
+	var ready healthState
+	if st := d.do("GET", "/readyz", "", &ready); st != http.StatusOK {
+		t.Errorf("/readyz after startup: %d %+v", st, ready)
+	}
+	if strings.Contains(d.stderr(), "startup timed out") {
+		t.Error("the daemon logged a startup timeout")
+	}
+}

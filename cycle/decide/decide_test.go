@@ -50,6 +50,9 @@ func ran(attempts int, kind fault.Kind) Outcome {
 }
 
 // One row per rule of a module's outcome: every status, every error policy.
+// starting returns o judged while the cycle is starting.
+func starting(o Outcome) Outcome { o.Starting = true; return o }
+
 func TestJudge(t *testing.T) {
 	tr, ctl, can := fault.KindTransient, fault.KindControl, fault.KindCanceled
 	for _, c := range []struct {
@@ -69,6 +72,16 @@ func TestJudge(t *testing.T) {
 			Verdict{Status: Failed, Cause: CauseRun, Kind: tr, Serve: Stale, Aborts: true}},
 		{"failed in the safety tier: fail closed", ran(1, tr), safety,
 			Verdict{Status: Failed, Cause: CauseRun, Kind: tr, Breaker: Failure, Serve: Nothing, Failure: true, FailsTier: true, SafetyFailure: true}},
+		{"failed in the safety tier while starting: counted, no breaker failure", starting(ran(1, tr)), safety,
+			Verdict{Status: Failed, Cause: CauseRun, Kind: tr, Serve: Nothing, Failure: true, FailsTier: true, SafetyFailure: true}},
+		{"timed out in the safety tier while starting: no breaker failure", starting(Outcome{Late: Abandoned, Attempts: 1}), safety,
+			Verdict{Status: TimedOut, Cause: CauseAbandoned, Kind: tr, Serve: Nothing, Failure: true, FailsTier: true, SafetyFailure: true}},
+		{"busy in the safety tier while starting: no breaker failure", starting(Outcome{Refusal: StillBusy}), safety,
+			Verdict{Status: Busy, Cause: CauseBusy, Kind: tr, Serve: Nothing, Failure: true, FailsTier: true, SafetyFailure: true}},
+		{"ok in the safety tier while starting: the success is recorded", starting(ran(1, 0)), safety,
+			Verdict{Status: OK, Breaker: Success, Serve: Live}},
+		{"failed in another tier while starting: recorded as ever", starting(ran(1, tr)), degrade,
+			Verdict{Status: Failed, Cause: CauseRun, Kind: tr, Breaker: Failure, Serve: Stale, Failure: true}},
 		{"failed in the safety tier, abort: no emergency", ran(1, tr), safetyAbt,
 			Verdict{Status: Failed, Cause: CauseRun, Kind: tr, Serve: Nothing, Aborts: true}},
 		{"probe failed", Outcome{Attempts: 1, Kind: tr, Failed: true, Probe: true}, degrade,

@@ -68,6 +68,11 @@ type Outcome struct {
 	Kind     fault.Kind // the final fault kind; fault.KindNone on success
 	Failed   bool       // the run ended with an error
 	Probe    bool       // it ran as a half-open probe
+	// Starting: the cycle is starting (see Startup) and the module is in the safety tier.
+	// Its failures are reported and counted by startup, but its breaker records none: a
+	// sensor that fails its first ticks while warming up must not open its breaker, which
+	// would keep it from ever succeeding and startup from ending but by its timeout.
+	Starting bool
 	// Overdue, for a StillBusy refusal: how long past its own deadline the outstanding run
 	// of an earlier tick was when this tick's tier started (zero or less: not yet past it).
 	Overdue time.Duration
@@ -305,6 +310,9 @@ func Judge(o Outcome, p Policy) Verdict {
 func judgeAll(o Outcome, p Policy) Verdict {
 	v := judge(o, p)
 	v.Status = StatusOf(o)
+	if o.Starting && p.Safety && v.Breaker == Failure {
+		v.Breaker = Release
+	}
 	if v.Serve == Stale && p.Safety && o.Refusal != TierSkipped {
 		v.Serve = Nothing
 	}

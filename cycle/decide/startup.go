@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -10,12 +11,18 @@ const StartupReason = "startup_timeout"
 
 // Startup is the startup state machine's state: while Starting, the cycle is "starting"
 // (only the safety tier runs, no emergency is raised) until every safety module has
-// succeeded once. The zero value is a cycle past startup (or without one).
+// succeeded once. The zero value is a cycle past startup (or without one). While starting,
+// the failures of safety modules open no breaker (Outcome.Starting): startup ends at the
+// first success of every safety module, or at the timeout, never by a breaker that the
+// failures of the first ticks opened.
 type Startup struct {
 	Starting bool
 	Begin    time.Time // when the first tick of startup began (zero: none yet)
 	Seen     []string  // the safety modules that succeeded at least once, sorted
 	TimedOut bool      // startup ended by its timeout, not by the safety modules
+	// Failures counts, per safety module, the ticks of startup it failed in (its breaker
+	// records none of them: see Outcome.Starting).
+	Failures map[string]int
 }
 
 // StartupTick is what one tick's safety tier says to the startup state machine.
@@ -23,6 +30,7 @@ type StartupTick struct {
 	Now       time.Time // the tick's start
 	Safety    []string  // the safety modules of the configuration in force (not emergency-only)
 	Succeeded []string  // the safety modules that produced a value this tick
+	Failed    []string  // the safety modules that failed this tick
 }
 
 // StartupChange is a startup transition, or NoStartupChange.
@@ -56,6 +64,14 @@ func (s Startup) Next(t StartupTick, timeout time.Duration) (Startup, StartupCha
 		}
 	}
 	s.Seen = seen
+	if len(t.Failed) > 0 {
+		f := make(map[string]int, len(s.Failures)+len(t.Failed))
+		maps.Copy(f, s.Failures)
+		for _, m := range t.Failed {
+			f[m]++
+		}
+		s.Failures = f
+	}
 	if len(s.Pending(t.Safety)) == 0 {
 		s.Starting = false
 		return s, Ready

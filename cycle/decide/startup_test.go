@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -37,13 +38,21 @@ func TestStartupNext(t *testing.T) {
 		{"success in the timeout's tick wins", starting, StartupTick{Now: at(2 * time.Second), Safety: safety, Succeeded: []string{"a", "b"}}, time.Second,
 			Startup{Begin: t0, Seen: []string{"a", "b"}}, Ready},
 		{"no timeout: it waits for ever", starting, StartupTick{Now: at(time.Hour), Safety: safety}, 0, starting, NoStartupChange},
+		{"failures are counted, startup goes on", starting, StartupTick{Now: at(time.Millisecond), Safety: safety, Failed: []string{"a", "b"}}, time.Second,
+			Startup{Starting: true, Begin: t0, Failures: map[string]int{"a": 1, "b": 1}}, NoStartupChange},
+		{"failures first, then the first success of each ends it", Startup{Starting: true, Begin: t0, Seen: []string{"b"}, Failures: map[string]int{"a": 2}},
+			StartupTick{Now: at(3 * time.Millisecond), Safety: safety, Succeeded: []string{"a"}}, time.Second,
+			Startup{Begin: t0, Seen: []string{"a", "b"}, Failures: map[string]int{"a": 2}}, Ready},
+		{"failing until the timeout ends it", Startup{Starting: true, Begin: t0, Failures: map[string]int{"a": 9}},
+			StartupTick{Now: at(time.Second), Safety: safety, Failed: []string{"a"}}, time.Second,
+			Startup{Begin: t0, TimedOut: true, Failures: map[string]int{"a": 10}}, StartupTimedOut},
 		{"a module removed by a reload is not waited for", Startup{Starting: true, Begin: t0, Seen: []string{"a"}},
 			StartupTick{Now: at(0), Safety: []string{"a"}}, 0, Startup{Begin: t0, Seen: []string{"a"}}, Ready},
 	} {
 		before := slices.Clone(r.s.Seen)
 		got, ch := r.s.Next(r.t, r.timeout)
 		if got.Starting != r.want.Starting || !got.Begin.Equal(r.want.Begin) || !slices.Equal(got.Seen, r.want.Seen) ||
-			got.TimedOut != r.want.TimedOut || ch != r.change {
+			got.TimedOut != r.want.TimedOut || ch != r.change || !maps.Equal(got.Failures, r.want.Failures) {
 			t.Errorf("%s:\n got %+v %d\nwant %+v %d", r.name, got, ch, r.want, r.change)
 		}
 		if !slices.Equal(r.s.Seen, before) {

@@ -1246,6 +1246,11 @@ func (r *run) ownBreaker(m *faultsummary.Module, mc *Module) {
 		return
 	}
 	x.failSure, x.failMaybe = countedFailure(m, mc, x.set)
+	if mc.Tier == 0 && (s.CycleState == faultsummary.CycleStarting || c.guard.starting) {
+		// Judged while the cycle was starting (the tick before was starting, or this one
+		// still is): a safety module's failure records nothing on its breaker.
+		x.failSure, x.failMaybe = false, false
+	}
 	// A module not started records nothing on its breaker, but a busy one, which records a
 	// failure.
 	notRun := !x.st.Ran() && x.st != faultsummary.StatusBusy

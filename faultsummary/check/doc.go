@@ -112,7 +112,8 @@
 //	breaker_open            (own breaker) closed → open only on a tick with a counted
 //	                        failure (failed/probe_failed of a trip_on kind without
 //	                        cancellation, busy, an abandoned timed_out run; none under the
-//	                        abort policy) that
+//	                        abort policy, nor of a safety module while the cycle is
+//	                        starting or in the tick that ends startup) that
 //	                        makes failure_threshold consecutive counted failures since the
 //	                        last success; and it opens when they do
 //	breaker_cooldown        (own breaker) open → half_open, and a probe, only once cooldown

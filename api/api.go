@@ -174,6 +174,10 @@ type Options struct {
 	// Cache keeps encoded summaries by tick id (see Cache). Nil: only the latest
 	// summary's encoding is kept.
 	Cache *Cache
+	// TickIDs, if set, reports why ticks are stopped for want of tick ids that may be
+	// published (the recorder's reservation cannot be written): /healthz answers 503
+	// "ids_exhausted" with its message while it returns an error.
+	TickIDs func() error
 	// Audit, if set, receives every admin request once answered.
 	Audit func(AdminAction)
 	// HA is the daemon's part in an active/standby group (see HA). Nil: it runs alone.

@@ -181,7 +181,14 @@ func (s *server) health() health {
 		wd = max(3*period, MinWatchdog)
 	}
 	h.WatchdogMs = blackboard.Millis(wd)
+	var idErr error
+	if s.opts.TickIDs != nil {
+		idErr = s.opts.TickIDs()
+	}
 	switch {
+	case idErr != nil:
+		h.Status = "stalled"
+		h.Error = &apiError{Code: "ids_exhausted", Message: idErr.Error()}
 	case pending && waited > wd:
 		h.Status = "stalled"
 		h.Error = &apiError{Code: "config_pending", Message: fmt.Sprintf(

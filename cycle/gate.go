@@ -28,8 +28,35 @@ type Gate interface {
 }
 
 // WithGate makes every tick ask g first (see Gate). Without a gate every tick starts.
+// Given more than once, the gates are asked in order, each with the id the ones before it
+// gave: every one must admit the tick, which takes the last id given and the last
+// non-zero epoch.
 func WithGate(g Gate) Option {
-	return optionFunc(func(o *engineOptions) { o.gate = g })
+	return optionFunc(func(o *engineOptions) {
+		if o.gate != nil {
+			g = gateChain{o.gate, g}
+		}
+		o.gate = g
+	})
+}
+
+// gateChain is two gates that must both admit a tick (see WithGate).
+type gateChain [2]Gate
+
+// Admit asks c[0], then c[1] with the id c[0] gave.
+func (c gateChain) Admit(start time.Time, next uint64) (id, epoch uint64, ok bool) {
+	id, epoch, ok = c[0].Admit(start, next)
+	if !ok {
+		return 0, 0, false
+	}
+	id2, epoch2, ok := c[1].Admit(start, max(id, next))
+	if !ok {
+		return 0, 0, false
+	}
+	if epoch2 != 0 {
+		epoch = epoch2
+	}
+	return max(id, id2, next), epoch, true
 }
 
 // admit asks the gate, if any, for the tick starting at start; the caller holds tickMu.

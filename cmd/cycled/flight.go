@@ -49,7 +49,18 @@ func openFlight(ctx context.Context, cfg *config.Config, reg prometheus.Register
 			func() float64 { return float64(rec.Dropped()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cycled_recorder_write_errors_total",
 			Help: "Commits of the flight recorder that failed."},
-			func() float64 { return float64(rec.WriteErrors()) }))
+			func() float64 { return float64(rec.WriteErrors()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cycled_tick_ids_reserved",
+			Help: "The highest tick id durably reserved in state_dir: no tick takes a larger one."},
+			func() float64 { return float64(rec.Reserved()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cycled_tick_ids_exhausted",
+			Help: "1 while ticks are stopped because the reservation of tick ids cannot be written (state_dir full or failing)."},
+			func() float64 {
+				if rec.IDsExhausted() != nil {
+					return 1
+				}
+				return 0
+			}))
 	log.Info("flight recorder", zap.String("path", rec.Path()), zap.String("run_id", rec.RunID()),
 		zap.Uint64("first_tick", rec.FirstTick()))
 	return f, nil
@@ -62,6 +73,14 @@ func (f *flight) engineOptions() []cycle.Option {
 		return nil
 	}
 	return []cycle.Option{cycle.WithIdentity(f.rec.Identity()), cycle.WithHooks(f.rec.Hooks())}
+}
+
+// gate is the recorder's gate: no tick takes an id that is not durably reserved.
+func (f *flight) gate() []cycle.Option {
+	if f.rec == nil {
+		return nil
+	}
+	return []cycle.Option{cycle.WithGate(f.rec)}
 }
 
 // watch records the engine's decision rules (policies, emergency configuration) for
@@ -81,6 +100,7 @@ func (f *flight) wire(o *api.Options) {
 	}
 	rec := f.rec
 	o.Recorder = rec.Reader
+	o.TickIDs = rec.IDsExhausted
 	o.Audit = func(a api.AdminAction) {
 		rec.Event(recorder.KindAdmin, a)
 		if a.Route == "POST /emergency/reset" && a.Status < 300 {

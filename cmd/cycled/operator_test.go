@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -306,4 +308,109 @@ http: {addr: 127.0.0.1:0}
 	if strings.Contains(d.stderr(), "startup timed out") {
 		t.Error("the daemon logged a startup timeout")
 	}
+}
+
+// mountSmall mounts a tmpfs of size bytes on a new directory and unmounts it at cleanup;
+// it skips the test where mounting is not permitted (not root), outside CI.
+func mountSmall(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "true" && os.Geteuid() == 0 {
+			t.Fatalf("mount a tmpfs as root in CI: %v %s", err, out)
+		}
+		t.Skipf("cannot mount a tmpfs (%v %s): the recorder's own tests inject the write failure", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// fillDisk writes a file in dir until the file system is full and returns its path.
+func fillDisk(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			return path
+		}
+	}
+}
+
+// TestOperatorFullDiskTickIDs: with state_dir on a file system that fills up, the daemon
+// publishes no id past what is durably reserved: ticks stop, /healthz says ids_exhausted,
+// the metric and the log say so. Killed (-9) then, and restarted once space is freed, it
+// starts past every id it published; and after a clean stop it continues at last + 1.
+func TestOperatorFullDiskTickIDs(t *testing.T) {
+	state := mountSmall(t, "4m")
+	path := filepath.Join(t.TempDir(), "cfg.yaml")
+	writeConfig(t, path, operatorConfig("2ms", "state_dir: "+state+"\nrecorder: {enabled: true}\n"))
+	d := start(t, nil, "--config", path)
+	waitTick(t, d, 10)
+	filler := fillDisk(t, state)
+	deadline := time.Now().Add(30 * time.Second)
+	var h healthState
+	for {
+		h = healthState{}
+		if st := d.do("GET", "/healthz", "", &h); st == http.StatusServiceUnavailable && h.Error != nil && h.Error.Code == "ids_exhausted" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no ids_exhausted within 30 s on a full state_dir: %+v\n%s", h, d.stderr())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if m := d.metrics(); !strings.Contains(m, "cycled_tick_ids_exhausted 1") {
+		t.Error("cycled_tick_ids_exhausted is not 1")
+	}
+	d.waitLog("no tick id is reserved")
+	var s summary
+	d.do("GET", "/ticks/latest", "", &s)
+	published := s.TickID
+	time.Sleep(100 * time.Millisecond)
+	if d.do("GET", "/ticks/latest", "", &s); s.TickID != published {
+		t.Fatalf("ticks went on past the reservation: %d after %d", s.TickID, published)
+	}
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-d.exited
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	d = start(t, nil, "--config", path)
+	if first := firstTick(t, d); first <= published {
+		t.Fatalf("after kill -9 the restart starts at tick %d; ids up to %d were published", first, published)
+	}
+	waitTick(t, d, 5)
+	if code, _ := d.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	d = start(t, nil, "--config", path)
+	next := firstTick(t, d)
+	var prev struct {
+		TickID uint64 `json:"tick_id"`
+	}
+	if st := d.do("GET", fmt.Sprintf("/ticks/%d", next-1), "", &prev); st != http.StatusOK || prev.TickID != next-1 {
+		t.Fatalf("after a clean stop the next run starts at %d, but tick %d is not the last recorded (%d)", next, next-1, st)
+	}
+}
+
+// firstTickRE finds the first tick id in the recorder's startup log line.
+var firstTickRE = regexp.MustCompile(`"first_tick": (\d+)`)
+
+// firstTick returns the id of the first tick of d's run, from its log.
+func firstTick(t *testing.T, d *daemon) uint64 {
+	t.Helper()
+	m := firstTickRE.FindStringSubmatch(d.waitLog(`"first_tick"`))
+	if m == nil {
+		t.Fatalf("no first_tick in the log:\n%s", d.stderr())
+	}
+	n, _ := strconv.ParseUint(m[1], 10, 64)
+	return n
 }

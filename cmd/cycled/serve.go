@@ -122,7 +122,8 @@ func newEngine(cfg *config.Config, log *zap.Logger, reg *prometheus.Registry, fl
 	mc := metrics.New(reg)
 	ecfg, regs, _ := cfg.Engine() // Load validated everything
 	opts := append(fl.engineOptions(), cycle.WithHooks(mc.Hooks()), cycle.WithHooks(events))
-	engine, err := cycle.New(ecfg, regs, slices.Concat(append([][]cycle.Option{opts}, more...)...)...)
+	// The recorder's gate comes last: it must see the id that the group's gate gave.
+	engine, err := cycle.New(ecfg, regs, slices.Concat(append(append([][]cycle.Option{opts}, more...), fl.gate())...)...)
 	if err != nil {
 		log.Error("cannot start the engine", zap.Error(err))
 		return nil, nil, false

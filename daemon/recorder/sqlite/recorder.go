@@ -12,8 +12,10 @@
 // the cycle keeps ticking.
 //
 // Tick ids never repeat for a state directory: every commit reserves LeaseTicks ids past
-// the newest tick it has seen, and a new process starts after the reservation (after a
-// clean Close, right after the last tick). See docs/decisions.md, "Flight recorder".
+// the newest tick it has seen, a new process starts after the reservation (after a clean
+// Close, right after the last tick), and the engine is given no id past what is durably
+// reserved (the Recorder is its Gate): when the reservation cannot be written, ticks stop
+// until it can. See docs/decisions.md, "Flight recorder".
 package sqlite
 
 import (
@@ -80,14 +82,19 @@ type Recorder struct {
 	first uint64 // the first tick id this process may use
 	*Reader
 
-	q        queue
-	dropped  atomic.Uint64 // records dropped, in all
-	unsaid   atomic.Uint64 // records dropped since the last annotated summary
-	errs     atomic.Uint64 // failed commits
-	failing  atomic.Bool
-	lastID   atomic.Uint64 // newest tick id queued
-	retainMu sync.Mutex    // serialises retention with the commits that count ticks
-	count    int           // guarded by retainMu; ticks in the database
+	q       queue
+	dropped atomic.Uint64 // records dropped, in all
+	unsaid  atomic.Uint64 // records dropped since the last annotated summary
+	errs    atomic.Uint64 // failed commits
+	failing atomic.Bool
+	lastID  atomic.Uint64 // newest tick id queued
+	// reserved is the highest tick id durably reserved: the lease last committed. No tick
+	// takes a larger id (Admit).
+	reserved atomic.Uint64
+	// exhausted is set while a tick was refused for want of reserved ids.
+	exhausted atomic.Bool
+	retainMu  sync.Mutex // serialises retention with the commits that count ticks
+	count     int        // guarded by retainMu; ticks in the database
 
 	engine engineRef // the engine whose rules are recorded (Watch); nil: none
 
@@ -124,6 +131,7 @@ func Open(ctx context.Context, opts Options) (*Recorder, error) {
 		db.Close()
 		return nil, fmt.Errorf("recorder: cannot write the database %s: %w", path, err)
 	}
+	r.reserved.Store(r.first - 1 + LeaseTicks)
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM ticks`).Scan(&r.count); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("recorder: read %s: %w", path, err)
@@ -192,6 +200,43 @@ func (r *Recorder) FirstTick() uint64 { return r.first }
 // and stamps the recorder's report on every summary.
 func (r *Recorder) Identity() cycle.Identity {
 	return cycle.Identity{FirstTick: r.first, RunID: r.runID, Annotate: r.Annotate}
+}
+
+// Admit is the recorder's cycle.Gate: it admits a tick whose id is durably reserved, and
+// refuses one past the reservation, which the writer could not extend (a full or failing
+// disk): a tick id published beyond it could be handed out again after a kill. The first
+// refusal is logged and wakes the writer, which retries the reservation at every pass;
+// the first admission after it is logged too. It does not block.
+func (r *Recorder) Admit(_ time.Time, next uint64) (id, epoch uint64, ok bool) {
+	if next <= r.reserved.Load() {
+		if r.exhausted.Load() && r.exhausted.Swap(false) {
+			r.log.Info("recorder: tick ids reserved again; ticks resume", zap.Uint64("tick_id", next),
+				zap.Uint64("reserved", r.reserved.Load()))
+		}
+		return next, 0, true
+	}
+	if !r.exhausted.Swap(true) {
+		r.log.Error("recorder: no tick id is reserved past the last one and the reservation cannot be written: "+
+			"no tick starts until it can (free space in state_dir)", zap.String("path", r.path),
+			zap.Uint64("reserved", r.reserved.Load()))
+	}
+	select {
+	case r.q.wake <- struct{}{}:
+	default:
+	}
+	return 0, 0, false
+}
+
+// Reserved returns the highest tick id durably reserved: no tick takes a larger one.
+func (r *Recorder) Reserved() uint64 { return r.reserved.Load() }
+
+// IDsExhausted returns an error while ticks are refused because no id past the last one
+// is reserved (see Admit), nil otherwise.
+func (r *Recorder) IDsExhausted() error {
+	if !r.exhausted.Load() {
+		return nil
+	}
+	return fmt.Errorf("no tick id is reserved past %d and the reservation in %s cannot be written: ticks are stopped until it can", r.reserved.Load(), r.path)
 }
 
 // Dropped returns how many records were dropped because the writer could not keep up

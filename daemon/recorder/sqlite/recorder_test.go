@@ -63,7 +63,7 @@ func newRig(t *testing.T, opts Options) *rig {
 		{Spec: tiers.ModuleSpec{Name: "planner", Tier: "planning"}, Module: planner},
 	}
 	eng, err := cycle.New(cycle.Config{Tiers: testTiers(), History: 8}, regs,
-		cycle.WithIdentity(rec.Identity()), cycle.WithHooks(rec.Hooks()))
+		cycle.WithIdentity(rec.Identity()), cycle.WithHooks(rec.Hooks()), cycle.WithGate(rec))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,5 +406,63 @@ func TestUnwritableStateDir(t *testing.T) {
 	_, err := Open(context.Background(), Options{Dir: dir})
 	if err == nil || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("error %v does not name %s", err, dir)
+	}
+}
+
+// TestNoIDPastTheReservation: while the reservation cannot be written (a full disk), no
+// tick takes an id past the last one reserved: ticks are refused (ErrNotAdmitted), which
+// is logged once and reported, rather than handed out and reused after a restart. A
+// process that then dies without a clean stop is followed by one that starts past every
+// id published; once the disk is writable, ticks resume where they stopped.
+func TestNoIDPastTheReservation(t *testing.T) {
+	var broken atomic.Bool
+	core, logs := observer.New(zapcore.InfoLevel)
+	dir := t.TempDir()
+	opts := Options{Dir: dir, Flush: time.Millisecond, Logger: zap.New(core), beforeCommit: func() error {
+		if broken.Load() {
+			return errors.New("no space left on device")
+		}
+		return nil
+	}}
+	g := newRig(t, opts)
+	g.tick(3)
+	broken.Store(true)
+	var last uint64
+	for i := 0; ; i++ {
+		s, err := g.eng.Tick(context.Background())
+		if errors.Is(err, cycle.ErrNotAdmitted) {
+			break
+		}
+		if err != nil || i > 2*LeaseTicks {
+			t.Fatalf("tick %d: %v (still admitted after %d ticks on a failing disk)", i, err, i)
+		}
+		last = s.TickID
+	}
+	if last != g.rec.Reserved() || g.rec.IDsExhausted() == nil {
+		t.Fatalf("ticks stopped after %d, reserved %d, exhausted %v; want stopped at the reservation", last, g.rec.Reserved(), g.rec.IDsExhausted())
+	}
+	if _, err := g.eng.Tick(context.Background()); !errors.Is(err, cycle.ErrNotAdmitted) {
+		t.Fatalf("a second tick past the reservation: %v", err)
+	}
+	if n := logs.FilterMessageSnippet("no tick id is reserved").Len(); n != 1 {
+		t.Errorf("exhaustion logged %d times; want once", n)
+	}
+	broken.Store(false)
+	waitFor(t, func() bool { _, err := g.eng.Tick(context.Background()); return err == nil })
+	if g.rec.IDsExhausted() != nil || logs.FilterMessageSnippet("reserved again").Len() != 1 {
+		t.Errorf("recovery: exhausted %v, logged %d", g.rec.IDsExhausted(), logs.FilterMessageSnippet("reserved again").Len())
+	}
+	s, err := g.eng.Tick(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := s.TickID
+	broken.Store(true) // the disk fills again, and the process dies: Close cannot write either
+	_ = g.eng.Close()
+	_ = g.rec.Close()
+	broken.Store(false)
+	g = newRig(t, Options{Dir: dir})
+	if g.rec.FirstTick() <= published {
+		t.Fatalf("after a stop on a full disk, first tick %d; want past %d, the last published", g.rec.FirstTick(), published)
 	}
 }

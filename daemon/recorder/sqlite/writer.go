@@ -124,9 +124,15 @@ func (r *Recorder) finish(batch []record) {
 // logged once until a commit succeeds again.
 func (r *Recorder) commit(batch []record, final bool) {
 	if len(batch) == 0 && !final {
+		if r.exhausted.Load() {
+			r.extendLease() // ticks wait for it: no batch will come
+		}
 		return
 	}
 	err := r.write(batch, final)
+	if err != nil && !final {
+		r.extendLease() // the batch is lost; the reservation alone is a far smaller write
+	}
 	if err != nil {
 		n := uint64(len(batch))
 		r.errs.Add(1)
@@ -171,30 +177,60 @@ func (r *Recorder) write(batch []record, final bool) error {
 			return err
 		}
 	}
-	if err := r.lease(ctx, tx, final); err != nil {
+	lease, err := r.lease(ctx, tx, final)
+	if err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	r.setReserved(lease, final)
 	r.count += w.ticks
 	return nil
 }
 
+// extendLease writes the reservation alone, LeaseTicks past the newest tick queued.
+func (r *Recorder) extendLease() {
+	lease := max(r.lastID.Load(), r.first-1) + LeaseTicks
+	if f := r.opts.beforeCommit; f != nil && f() != nil {
+		return
+	}
+	if metaPutMax(context.Background(), r.db, "lease", lease) == nil {
+		r.setReserved(lease, false)
+	}
+}
+
+// setReserved records that lease is on disk. Past a final lease (the newest tick, at a
+// clean stop) no id is reserved any more.
+func (r *Recorder) setReserved(lease uint64, final bool) {
+	if final {
+		r.reserved.Store(lease)
+		return
+	}
+	for {
+		cur := r.reserved.Load()
+		if lease <= cur || r.reserved.CompareAndSwap(cur, lease) {
+			return
+		}
+	}
+}
+
 // lease reserves the ids a restart must not use: LeaseTicks past the newest tick queued,
 // or at a clean stop exactly the newest (every tick is then written).
-func (r *Recorder) lease(ctx context.Context, tx *sql.Tx, final bool) error {
+func (r *Recorder) lease(ctx context.Context, tx *sql.Tx, final bool) (uint64, error) {
 	newest := max(r.lastID.Load(), r.first-1)
 	var err error
+	lease := newest + LeaseTicks
 	if final {
+		lease = newest
 		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta (key, value) VALUES ('lease', ?)`, int64(newest))
 	} else {
-		err = metaPutMax(ctx, tx, "lease", newest+LeaseTicks)
+		err = metaPutMax(ctx, tx, "lease", lease)
 	}
 	if err != nil {
-		return fmt.Errorf("lease: %w", err)
+		return 0, fmt.Errorf("lease: %w", err)
 	}
-	return nil
+	return lease, nil
 }
 
 // batchWriter holds the prepared statements of one transaction.

@@ -174,6 +174,12 @@ type Options struct {
 	// Cache keeps encoded summaries by tick id (see Cache). Nil: only the latest
 	// summary's encoding is kept.
 	Cache *Cache
+	// AdminLimit, if set, returns the pacing of the admin routes per client address (see
+	// AdminLimit); it is read at every admin request, so a reload changes it.
+	AdminLimit func() AdminLimit
+	// MaxRuntimeModules, if set, returns how many modules may be registered at runtime at
+	// once: POST /modules beyond it answers 409 "module_limit". Read at every registration.
+	MaxRuntimeModules func() int
 	// TickIDs, if set, reports why ticks are stopped for want of tick ids that may be
 	// published (the recorder's reservation cannot be written): /healthz answers 503
 	// "ids_exhausted" with its message while it returns an error.
@@ -198,10 +204,11 @@ type server struct {
 	guard   *guard        // admin refusals: log, metric, slow-down
 	drains  chan struct{} // slots of the connections draining an oversized body
 
-	boot    string    // distinguishes ETags and stream ids of this process from another's
-	started time.Time // engine clock at New: the watchdog's origin before the first tick
-	ping    time.Duration
-	maxBody int64
+	boot     string    // distinguishes ETags and stream ids of this process from another's
+	started  time.Time // engine clock at New: the watchdog's origin before the first tick
+	adminLim adminLimiter
+	ping     time.Duration
+	maxBody  int64
 
 	// regMu serialises runtime registrations and deregistrations with their Registered
 	// and Deregistered callbacks, so that what the callbacks persist follows the engine's

@@ -23,6 +23,14 @@ func (s *server) admin(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
+		if s.opts.AdminLimit != nil {
+			if ok, wait := s.adminLim.allow(r, s.opts.AdminLimit(), s.guard.now()); !ok {
+				w.Header().Set("Retry-After", retryAfter(wait))
+				s.guard.refuse(w, r, http.StatusTooManyRequests, refusedRateLimited, apiError{Code: "rate_limited",
+					Message: "too many admin requests from this address (http.admin_limit); retry later"})
+				return
+			}
+		}
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r)
 		a := s.adminAction(r, ww.Status(), who)

@@ -43,6 +43,7 @@ const (
 	refusedForeignHost   = "foreign_host"      // no token configured, Host not loopback
 	refusedForeignOrigin = "foreign_origin"    // no token configured, Origin not the loopback origin
 	refusedThrottled     = "too_many_failures" // slowed down after repeated failures
+	refusedRateLimited   = "rate_limited"      // beyond http.admin_limit
 )
 
 // guard records admin refusals: a rate-limited log line, a counter by reason, and the
@@ -67,7 +68,7 @@ func newGuard(log *zap.Logger, reg *prometheus.Registry, now func() time.Time) *
 		logLim: rate.NewLimiter(rate.Every(refusalLogEvery), refusalLogBurst)}
 	if reg != nil {
 		g.refused = registerCounterVec(reg, prometheus.CounterOpts{Name: "cycled_http_admin_refused_total",
-			Help: "Admin requests refused, by reason (missing_token, invalid_token, unexpected_token, admin_disabled, cross_origin, foreign_host, foreign_origin, too_many_failures)."},
+			Help: "Admin requests refused, by reason (missing_token, invalid_token, unexpected_token, admin_disabled, cross_origin, foreign_host, foreign_origin, too_many_failures, rate_limited)."},
 			[]string{"reason"})
 	}
 	return g

@@ -291,6 +291,14 @@ func (s *server) postModule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.regMu.Lock()
+	if s.opts.MaxRuntimeModules != nil {
+		if limit, n := s.opts.MaxRuntimeModules(), runtimeCount(s.e.Registrations()); n >= limit {
+			s.regMu.Unlock()
+			writeError(w, http.StatusConflict, apiError{Code: "module_limit", Message: fmt.Sprintf(
+				"%d modules are registered at runtime, the most allowed (http.max_runtime_modules): delete one first", n)})
+			return
+		}
+	}
 	index := len(s.e.Registrations()) // the new module's index in the engine's validation paths
 	if err := s.e.Register(reg); err != nil {
 		s.regMu.Unlock()
@@ -503,4 +511,15 @@ func blackboardKey(r *http.Request) string {
 		}
 	}
 	return k
+}
+
+// runtimeCount returns how many of regs were registered at runtime.
+func runtimeCount(regs []cycle.Registration) int {
+	n := 0
+	for _, r := range regs {
+		if r.Origin == cycle.FromRuntime {
+			n++
+		}
+	}
+	return n
 }

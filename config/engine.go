@@ -163,6 +163,15 @@ func (h HTTPConfig) check(tokenFromFile bool, add func(string, string, ...any)) 
 	if h.ReadLimit.MaxWait < 0 {
 		add("http.read_limit.max_wait", "must be >= 0")
 	}
+	if al := h.AdminLimit; !(al.Rate >= 0 && !math.IsInf(al.Rate, 0)) {
+		add("http.admin_limit.rate", "must be a number of requests a second >= 0 (0: no limit)")
+	}
+	if h.AdminLimit.Burst < 1 {
+		add("http.admin_limit.burst", "must be >= 1")
+	}
+	if h.MaxRuntimeModules < 0 {
+		add("http.max_runtime_modules", "must be >= 0 (0: no runtime registration)")
+	}
 	if h.CacheBytes < 0 {
 		add("http.cache_bytes", "must be a size >= 0 (0: cache only the latest summary)")
 	}

@@ -64,6 +64,7 @@ var envKeys = []string{
 	"lastgood.default_ttl",
 	"http.addr", "http.admin_token", "http.admin_token_file",
 	"http.read_limit.rate", "http.read_limit.burst", "http.read_limit.max_wait", "http.cache_bytes",
+	"http.admin_limit.rate", "http.admin_limit.burst", "http.max_runtime_modules",
 	"log.level", "log.format",
 	"state_dir",
 	"recorder.enabled", "recorder.flush", "recorder.keep_ticks", "recorder.keep_for", "recorder.max_bytes",

@@ -274,6 +274,12 @@ type HTTPConfig struct {
 	// serves GET /ticks/latest and reads of older ticks (default 64MiB; 0: only the
 	// latest summary's encoding is kept).
 	CacheBytes ByteSize `yaml:"cache_bytes"`
+	// AdminLimit paces the admin routes per client address (api.AdminLimit): beyond it
+	// they answer 429 with Retry-After. Applied on reload.
+	AdminLimit AdminLimitConfig `yaml:"admin_limit"`
+	// MaxRuntimeModules caps the modules registered at runtime (POST /modules); beyond it
+	// a registration answers 409 module_limit (default 256). Applied on reload.
+	MaxRuntimeModules int `yaml:"max_runtime_modules"`
 }
 
 // AdminTokenConfig is one named admin token (http.admin_tokens[i]): a name and either the
@@ -290,6 +296,23 @@ type AdminTokenConfig struct {
 
 	fromFile bool // Token was read from TokenFile
 }
+
+// AdminLimitConfig is http.admin_limit.
+type AdminLimitConfig struct {
+	// Rate is the admin requests served a second to one client address (default 20; 0:
+	// no limit).
+	Rate float64 `yaml:"rate"`
+	// Burst is how many admin requests one client may make at once above the rate
+	// (default 40).
+	Burst int `yaml:"burst"`
+}
+
+// The defaults of the admin surface's bounds.
+const (
+	DefaultAdminRate         = 20
+	DefaultAdminBurst        = 40
+	DefaultMaxRuntimeModules = 256
+)
 
 // RecorderConfig is the flight recorder (key "recorder"): every summary and event kept
 // in a SQLite database in state_dir, within the retention bounds.
@@ -445,7 +468,8 @@ func Defaults() *Config {
 		Emergency: EmergencyConfig{RecoverAfter: 3},
 		LastGood:  LastGoodConfig{DefaultTTL: 5 * time.Second},
 		HTTP: HTTPConfig{Addr: "127.0.0.1:8080", ReadLimit: ReadLimitConfig{Rate: DefaultReadRate, Burst: 20, MaxWait: time.Second},
-			CacheBytes: DefaultCacheBytes},
+			CacheBytes: DefaultCacheBytes, AdminLimit: AdminLimitConfig{Rate: DefaultAdminRate, Burst: DefaultAdminBurst},
+			MaxRuntimeModules: DefaultMaxRuntimeModules},
 		Recorder: RecorderConfig{Flush: DefaultRecorderFlush, KeepTicks: DefaultRecorderKeepTicks,
 			KeepFor: DefaultRecorderKeepFor, MaxBytes: DefaultRecorderMaxBytes},
 		Log:      LogConfig{Level: "info", Format: "console"},

@@ -414,3 +414,49 @@ func firstTick(t *testing.T, d *daemon) uint64 {
 	n, _ := strconv.ParseUint(m[1], 10, 64)
 	return n
 }
+
+// TestOperatorAdminBounds: runtime registrations stop at http.max_runtime_modules (409
+// module_limit, JSON), and a storm of admin requests from one client is answered 429 with
+// Retry-After beyond http.admin_limit, before any of them reaches the engine.
+func TestOperatorAdminBounds(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cfg.yaml")
+	writeConfig(t, path, strings.Replace(operatorConfig("10ms", "state_dir: "+filepath.Join(dir, "state")+"\n"),
+		"http: {addr: 127.0.0.1:0}", "http: {addr: 127.0.0.1:0, max_runtime_modules: 3, admin_limit: {rate: 5, burst: 10}}", 1))
+	d := start(t, nil, "--config", path)
+	for i := range 3 {
+		if st := d.do("POST", "/modules", fmt.Sprintf(`{"name": "rt%d", "tier": "knowledge", "builtin": {"value": 1}}`, i), nil); st != http.StatusCreated {
+			t.Fatalf("registration %d: %d", i, st)
+		}
+	}
+	var e apiErr
+	if st := d.do("POST", "/modules", `{"name": "rt3", "tier": "knowledge", "builtin": {"value": 1}}`, &e); st != http.StatusConflict ||
+		e.Error.Code != "module_limit" {
+		t.Fatalf("a fourth registration: %d %+v, want 409 module_limit", st, e)
+	}
+	limited, served := 0, 0
+	for range 40 {
+		req, _ := http.NewRequest("POST", d.base+"/config/reload", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body apiErr
+		st := decodeInto(t, resp, &body)
+		switch {
+		case st == http.StatusTooManyRequests && body.Error.Code == "rate_limited" && resp.Header.Get("Retry-After") != "":
+			limited++
+		case st == http.StatusOK:
+			served++
+		default:
+			t.Fatalf("reload in a storm: %d %+v (Retry-After %q)", st, body, resp.Header.Get("Retry-After"))
+		}
+		resp.Body.Close()
+	}
+	if served > 12 || limited < 28 {
+		t.Errorf("a storm of 40 reloads: %d served, %d refused; want at most the burst (and what the rate earns) served", served, limited)
+	}
+	if !strings.Contains(d.metrics(), `cycled_http_admin_refused_total{reason="rate_limited"}`) {
+		t.Error("the refusals are not counted")
+	}
+}

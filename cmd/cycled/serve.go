@@ -270,8 +270,13 @@ func apiOptions(cfg *config.Config, engine *cycle.Engine, reg *prometheus.Regist
 			}
 		},
 		ForgetSaved: store.Forget, // a saved module that was not restored at startup
-		Version:     versionString(),
-		ReadLimiter: readLimiter,
+		AdminLimit: func() api.AdminLimit {
+			l := reloader.Current().HTTP.AdminLimit
+			return api.AdminLimit{Rate: l.Rate, Burst: l.Burst}
+		},
+		MaxRuntimeModules: func() int { return reloader.Current().HTTP.MaxRuntimeModules },
+		Version:           versionString(),
+		ReadLimiter:       readLimiter,
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -181,11 +183,56 @@ type ModuleRules struct {
 // Rules is the data of a KindRules event: the configuration in force from the event's
 // tick on, for the generation it names (0: the one in force when the recorder was
 // attached).
+//
+// So that the event's size does not grow with every runtime registration, most events are
+// deltas: Modules then holds only the modules added or changed since the previous rules
+// event of the same run, and Removed those removed. The first event of a run, and every
+// RulesFullEvery-th after it, holds every module. ApplyDelta rebuilds the whole.
 type Rules struct {
 	Generation   uint64                 `json:"generation"`
 	Latch        bool                   `json:"latch"`
 	RecoverAfter int                    `json:"recover_after"`
 	Modules      map[string]ModuleRules `json:"modules"`
+	Delta        bool                   `json:"delta,omitempty"`
+	Removed      []string               `json:"removed,omitempty"`
+}
+
+// RulesFullEvery is how often a run's rules event holds every module rather than a delta,
+// so that a reader whose retention dropped the run's first event recovers soon after.
+const RulesFullEvery = 64
+
+// ApplyDelta returns the whole rules that r describes, given prev, the whole rules of the
+// previous event of the same run (nil: none known). A full event is returned as it is.
+func (r Rules) ApplyDelta(prev map[string]ModuleRules) Rules {
+	if !r.Delta {
+		return r
+	}
+	mods := make(map[string]ModuleRules, len(prev)+len(r.Modules))
+	maps.Copy(mods, prev)
+	maps.Copy(mods, r.Modules)
+	for _, name := range r.Removed {
+		delete(mods, name)
+	}
+	r.Modules, r.Delta, r.Removed = mods, false, nil
+	return r
+}
+
+// Delta returns full as a delta against prev, the whole rules of the run's previous event.
+func Delta(prev map[string]ModuleRules, full Rules) Rules {
+	d := full
+	d.Delta, d.Modules = true, map[string]ModuleRules{}
+	for name, m := range full.Modules {
+		if old, ok := prev[name]; !ok || old != m {
+			d.Modules[name] = m
+		}
+	}
+	for name := range prev {
+		if _, ok := full.Modules[name]; !ok {
+			d.Removed = append(d.Removed, name)
+		}
+	}
+	slices.Sort(d.Removed)
+	return d
 }
 
 // RulesOf returns the rules of engine e's configuration in force, as generation gen.

@@ -25,11 +25,14 @@ func loadRules(ctx context.Context, rd *sqlite.Reader) ([]recordedRules, error) 
 		return nil, err
 	}
 	out := make([]recordedRules, 0, len(evs))
+	whole := map[string]map[string]recorder.ModuleRules{} // by run: the rules of its last event
 	for _, ev := range evs {
 		rr := recordedRules{tick: ev.TickID, run: ev.RunID}
 		if err := json.Unmarshal(ev.Data, &rr.rules); err != nil {
 			return nil, fmt.Errorf("replay check: decode the rules of event %d: %w", ev.ID, err)
 		}
+		rr.rules = rr.rules.ApplyDelta(whole[ev.RunID])
+		whole[ev.RunID] = rr.rules.Modules
 		out = append(out, rr)
 	}
 	return out, nil

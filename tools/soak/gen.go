@@ -159,7 +159,7 @@ func render(v variant, mods []module, s settings) string {
 	// The cache of encoded summaries grows to its ceiling and stays there; a small ceiling
 	// is reached during warm-up, so that the memory check sees a cache that is full, not
 	// one that is filling.
-	fmt.Fprintf(&b, "http: {addr: 127.0.0.1:0, admin_token: %q, cache_bytes: 1MiB}\n", s.token)
+	fmt.Fprintf(&b, "http: {addr: 127.0.0.1:0, admin_token: %q, cache_bytes: 1MiB, admin_limit: {rate: 1000, burst: 1000}}\n", s.token) // admin routes: the soak paces its own actors
 	b.WriteString("log: {level: warn, format: json}\n")
 	fmt.Fprintf(&b, "state_dir: %q\n", s.stateDir)
 	return b.String()

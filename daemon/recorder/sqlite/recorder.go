@@ -97,6 +97,11 @@ type Recorder struct {
 	count     int        // guarded by retainMu; ticks in the database
 
 	engine engineRef // the engine whose rules are recorded (Watch); nil: none
+	// The rules recorded last, and how many rules events were recorded: most are deltas
+	// against the one before (see Rules).
+	rulesMu   sync.Mutex
+	lastRules map[string]recorder.ModuleRules // guarded by rulesMu
+	rulesN    int                             // guarded by rulesMu
 
 	commitMu sync.Mutex
 	commitCh chan struct{} // guarded by commitMu; closed when the writer's next pass ends

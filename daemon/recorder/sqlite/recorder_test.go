@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/cycled/cycled/daemon/recorder"
 	"os"
 	"path/filepath"
@@ -464,5 +465,46 @@ func TestNoIDPastTheReservation(t *testing.T) {
 	g = newRig(t, Options{Dir: dir})
 	if g.rec.FirstTick() <= published {
 		t.Fatalf("after a stop on a full disk, first tick %d; want past %d, the last published", g.rec.FirstTick(), published)
+	}
+}
+
+// TestRulesEventsAreDeltas: each registration applied records a rules event of its own
+// module only, not of every module, so the events do not grow with the registrations;
+// applied in order, they give the whole rules of every generation.
+func TestRulesEventsAreDeltas(t *testing.T) {
+	dir := t.TempDir()
+	g := newRig(t, Options{Dir: dir, Flush: time.Millisecond})
+	g.rec.Watch(g.eng)
+	ok := tiers.ModuleFunc(func(context.Context, *tiers.Input) (any, error) { return 1, nil })
+	const n = 150
+	for i := range n {
+		name := fmt.Sprintf("rt%03d", i)
+		if err := g.eng.Register(cycle.Registration{Spec: tiers.ModuleSpec{Name: name, Tier: "planning"}, Module: ok}); err != nil {
+			t.Fatal(err)
+		}
+		g.tick(1)
+	}
+	g.close()
+	evs, err := reader(t, dir).Events(context.Background(), recorder.EventQuery{Kind: recorder.KindRules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var whole map[string]recorder.ModuleRules
+	largest := 0
+	for i, ev := range evs {
+		var r recorder.Rules
+		if err := json.Unmarshal(ev.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if i%recorder.RulesFullEvery != 0 {
+			largest = max(largest, len(ev.Data))
+		}
+		whole = r.ApplyDelta(whole).Modules
+	}
+	if len(whole) != n+2 {
+		t.Fatalf("the deltas give %d modules; want %d", len(whole), n+2)
+	}
+	if largest > 300 {
+		t.Errorf("a delta event of %d bytes after %d registrations; want one module's worth", largest, n)
 	}
 }

@@ -1,10 +1,10 @@
 package sqlite
 
 import (
-	"github.com/cycled/cycled/daemon/recorder"
 	"sync/atomic"
 
 	"github.com/cycled/cycled/cycle"
+	"github.com/cycled/cycled/daemon/recorder"
 )
 
 // engineRef is the engine whose rules the recorder writes (see Watch).
@@ -17,12 +17,26 @@ type engineRef = atomic.Pointer[cycle.Engine]
 // configuration under the first generation as well.
 func (r *Recorder) Watch(e *cycle.Engine) {
 	r.engine.Store(e)
-	r.Event(recorder.KindRules, recorder.RulesOf(e, 0))
+	r.rules(recorder.RulesOf(e, 0))
 }
 
 // applied records the rules of generation gen, if an engine is watched.
 func (r *Recorder) applied(gen uint64) {
 	if e := r.engine.Load(); e != nil {
-		r.Event(recorder.KindRules, recorder.RulesOf(e, gen))
+		r.rules(recorder.RulesOf(e, gen))
 	}
+}
+
+// rules records full as a delta against the rules recorded last, or whole (see
+// recorder.Rules).
+func (r *Recorder) rules(full recorder.Rules) {
+	r.rulesMu.Lock()
+	ev := full
+	if r.rulesN%recorder.RulesFullEvery != 0 {
+		ev = recorder.Delta(r.lastRules, full)
+	}
+	r.rulesN++
+	r.lastRules = full.Modules
+	r.rulesMu.Unlock()
+	r.Event(recorder.KindRules, ev)
 }

@@ -29,9 +29,10 @@ import (
 type BuildOption interface{ apply(*buildOptions) }
 
 type buildOptions struct {
-	clock clock.Clock
-	rand  func() float64
-	reuse []cycle.Registration
+	clock   clock.Clock
+	rand    func() float64
+	reuse   []cycle.Registration
+	sources HeaderSources // for a runtime registration: where its header values may come from
 }
 
 type buildOptionFunc func(*buildOptions)
@@ -54,6 +55,12 @@ func WithRand(f func() float64) BuildOption {
 // runtime survive a reload.
 func Reusing(regs []cycle.Registration) BuildOption {
 	return buildOptionFunc(func(o *buildOptions) { o.reuse = regs })
+}
+
+// WithHeaderSources sets where the header values of a module registered at runtime may
+// come from besides literals (http.runtime_header_sources; see DecodeModuleWith).
+func WithHeaderSources(src HeaderSources) BuildOption {
+	return buildOptionFunc(func(o *buildOptions) { o.sources = src })
 }
 
 func (o buildOptions) moduleOptions() []modules.Option {

@@ -4,11 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
+	"github.com/cycled/cycled/internal/strictdecode"
 	"github.com/cycled/cycled/modules"
+	"github.com/cycled/cycled/tiers"
 )
 
 // maxHeaderFile is the largest file a header value is read from.
@@ -84,3 +89,41 @@ type plainer interface{ plainValue() any }
 // SetScalar sets h to the literal value v: the decoder calls it for a header value given
 // as a plain string instead of a mapping.
 func (h *HeaderValue) SetScalar(v string) { *h = HeaderValue{Value: v} }
+
+// allows reports why a runtime registration may not take header value h from where it
+// says ("" when it may): a literal always, an env or file source only if src lists it.
+func (src HeaderSources) allows(h HeaderValue) (path, why string) {
+	switch {
+	case h.Env != "" && !slices.Contains(src.Env, h.Env):
+		return "env", fmt.Sprintf("a module registered at runtime may not read the daemon's environment variable %s: "+
+			"list it in http.runtime_header_sources.env of the configuration file, or give the value", h.Env)
+	case h.File != "" && !slices.Contains(cleaned(src.File), filepath.Clean(h.File)):
+		return "file", fmt.Sprintf("a module registered at runtime may not read the daemon's file %s: "+
+			"list it in http.runtime_header_sources.file of the configuration file, or give the value", h.File)
+	}
+	return "", ""
+}
+
+// cleaned returns the paths cleaned.
+func cleaned(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Clean(p)
+	}
+	return out
+}
+
+// checkHeaderSources reports every header of m that takes its value from a source that a
+// runtime registration may not use under src.
+func (m ModuleConfig) checkHeaderSources(src HeaderSources) tiers.Problems {
+	if m.HTTP == nil {
+		return nil
+	}
+	var ps tiers.Problems
+	for _, name := range slices.Sorted(maps.Keys(m.HTTP.Headers)) {
+		if path, why := src.allows(m.HTTP.Headers[name]); why != "" {
+			ps = append(ps, tiers.Problem{Path: strictdecode.Sub(strictdecode.Join("http.headers", name), path), Message: why})
+		}
+	}
+	return ps
+}

@@ -2,12 +2,16 @@ package config_test
 
 import (
 	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/cycled/cycled/config"
 	"github.com/cycled/cycled/modules"
+	"github.com/cycled/cycled/tiers"
 )
 
 // TestRemoteModuleSecrets: a remote module's headers come from a literal, the environment
@@ -98,8 +102,13 @@ modules:
 
 func TestDecodeModuleHeaders(t *testing.T) {
 	t.Setenv("PLANNER_TOKEN", "tok")
-	reg, err := config.DecodeModule([]byte(`{"name": "p", "tier": "planning", "kind": "http",
-		"http": {"url": "http://127.0.0.1:9000/p?k=v", "headers": {"Authorization": {"env": "PLANNER_TOKEN"}, "X-K": "lit"}}}`))
+	body := []byte(`{"name": "p", "tier": "planning", "kind": "http",
+		"http": {"url": "http://127.0.0.1:9000/p?k=v", "headers": {"Authorization": {"env": "PLANNER_TOKEN"}, "X-K": "lit"}}}`)
+	var ve *tiers.ValidationError
+	if _, err := config.DecodeModule(body); !errors.As(err, &ve) || ve.Problems[0].Path != "http.headers.Authorization.env" {
+		t.Fatalf("a runtime registration reading an environment variable not listed: %v", err)
+	}
+	reg, err := config.DecodeModuleWith(body, config.WithHeaderSources(config.HeaderSources{Env: []string{"PLANNER_TOKEN"}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,5 +120,44 @@ func TestDecodeModuleHeaders(t *testing.T) {
 	var de *config.DecodeError
 	if err == nil || !strings.Contains(err.Error(), "http.headers.X-N") {
 		t.Fatalf("a number as a header value: %v (%T, DecodeError %v)", err, err, de)
+	}
+}
+
+// TestRuntimeHeaderSources: a runtime registration may read only the environment
+// variables and files the configuration file lists; anything else is refused at its path
+// before it is read, whatever exists.
+func TestRuntimeHeaderSources(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME_TOKEN", "home")
+	allow := config.HeaderSources{Env: []string{"HOME_TOKEN"}, File: []string{secret}}
+	for _, tc := range []struct {
+		name, header string
+		src          config.HeaderSources
+		path         string // "" : accepted
+	}{
+		{"literal", `"lit"`, config.HeaderSources{}, ""},
+		{"env not listed", `{"env": "HOME_TOKEN"}`, config.HeaderSources{}, "http.headers.X.env"},
+		{"file not listed", `{"file": "` + secret + `"}`, config.HeaderSources{}, "http.headers.X.file"},
+		{"env listed", `{"env": "HOME_TOKEN"}`, allow, ""},
+		{"file listed", `{"file": "` + secret + `"}`, allow, ""},
+		{"file listed, written otherwise", `{"file": "` + dir + `/./secret"}`, allow, ""},
+		{"another file", `{"file": "/etc/passwd"}`, allow, "http.headers.X.file"},
+		{"another env", `{"env": "PATH"}`, allow, "http.headers.X.env"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := config.DecodeModuleWith([]byte(`{"name": "p", "tier": "planning", "kind": "http",
+				"http": {"url": "http://127.0.0.1:9/p", "headers": {"X": `+tc.header+`}}}`), config.WithHeaderSources(tc.src))
+			var ve *tiers.ValidationError
+			switch {
+			case tc.path == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.path != "" && (!errors.As(err, &ve) || ve.Problems[0].Path != tc.path):
+				t.Fatalf("%v, want a problem at %s", err, tc.path)
+			}
+		})
 	}
 }

@@ -48,13 +48,16 @@ func (e *DecodeError) Error() string {
 // clock), and Reloader.DecodeModule uses the Reloader's.
 func DecodeModule(body []byte) (cycle.Registration, error) { return DecodeModuleWith(body) }
 
-// DecodeModuleWith is DecodeModule with build options (WithClock, WithRand).
+// DecodeModuleWith is DecodeModule with build options (WithClock, WithRand,
+// WithHeaderSources). A module registered at runtime takes header values from literals
+// only, or from the environment variables and files WithHeaderSources lists: any other
+// source is a *tiers.ValidationError at http.headers.NAME.env or .file, and nothing is read.
 func DecodeModuleWith(body []byte, opts ...BuildOption) (cycle.Registration, error) {
 	o := buildOptions{}
 	for _, op := range opts {
 		op.apply(&o)
 	}
-	m, err := decodeModuleConfig(body)
+	m, err := decodeModuleConfig(body, o.sources)
 	if err != nil {
 		return cycle.Registration{}, err
 	}
@@ -65,7 +68,9 @@ func DecodeModuleWith(body []byte, opts ...BuildOption) (cycle.Registration, err
 	return reg, nil
 }
 
-func decodeModuleConfig(body []byte) (ModuleConfig, error) {
+// decodeModuleConfig decodes and checks a module registered at runtime, whose header
+// values may come from src besides literals.
+func decodeModuleConfig(body []byte, src HeaderSources) (ModuleConfig, error) {
 	if len(body) > MaxModuleBody {
 		return ModuleConfig{}, &DecodeError{Problems: tiers.Problems{{Message: fmt.Sprintf("body larger than %d bytes", MaxModuleBody)}}}
 	}
@@ -87,6 +92,11 @@ func decodeModuleConfig(body []byte) (ModuleConfig, error) {
 		ps = append(ps, tiers.Problem{Path: "name", Message: "required"})
 	} else if !tiers.ValidName(m.Name) && !slices.ContainsFunc(ps, func(p tiers.Problem) bool { return p.Path == "name" }) {
 		ps = append(ps, tiers.Problem{Path: "name", Message: fmt.Sprintf("%q: use letters, digits, '.', '_' and '-'", m.Name)})
+	}
+	if d.Shapes == 0 {
+		if hps := m.checkHeaderSources(src); len(hps) > 0 {
+			return ModuleConfig{}, hps.Err() // refused before any variable or file is read
+		}
 	}
 	ps = mergeProblems(ps, m.check(""))
 	if d.Shapes > 0 {

@@ -388,9 +388,11 @@ func (r *Reloader) View() any {
 	return v
 }
 
-// DecodeModule is DecodeModule with the Reloader's build options (the engine's clock).
+// DecodeModule is DecodeModule with the Reloader's build options (the engine's clock) and
+// the header sources that the configuration in force allows a runtime registration.
 func (r *Reloader) DecodeModule(body []byte) (cycle.Registration, error) {
-	return DecodeModuleWith(body, r.buildOpts...)
+	src := r.Current().HTTP.RuntimeHeaderSources
+	return DecodeModuleWith(body, append(slices.Clip(r.buildOpts), WithHeaderSources(src))...)
 }
 
 // Watch reloads (trigger "file") whenever the configuration file changes, until ctx ends.

@@ -280,6 +280,21 @@ type HTTPConfig struct {
 	// MaxRuntimeModules caps the modules registered at runtime (POST /modules); beyond it
 	// a registration answers 409 module_limit (default 256). Applied on reload.
 	MaxRuntimeModules int `yaml:"max_runtime_modules"`
+	// RuntimeHeaderSources lists the environment variables and files that a module
+	// registered at runtime may take a header value from ({env: NAME}, {file: PATH}). A
+	// runtime registration naming any other is refused: by default it may use literal
+	// values only, so that a client of the admin routes cannot have the daemon send its
+	// environment or its files to a URL of the client's choice. The configuration file's
+	// own modules are not restricted. Applied on reload.
+	RuntimeHeaderSources HeaderSources `yaml:"runtime_header_sources"`
+}
+
+// HeaderSources is http.runtime_header_sources.
+type HeaderSources struct {
+	// Env lists environment variable names.
+	Env []string `yaml:"env"`
+	// File lists file paths, compared as written (cleaned).
+	File []string `yaml:"file"`
 }
 
 // AdminTokenConfig is one named admin token (http.admin_tokens[i]): a name and either the

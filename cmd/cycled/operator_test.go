@@ -460,3 +460,35 @@ func TestOperatorAdminBounds(t *testing.T) {
 		t.Error("the refusals are not counted")
 	}
 }
+
+// TestOperatorRuntimeHeaderSources: a runtime registration may not have the daemon read
+// its environment or its files into the headers it sends to a URL of the caller's
+// choice (422 naming the field), unless the configuration file lists the source in
+// http.runtime_header_sources; literal values are always allowed.
+func TestOperatorRuntimeHeaderSources(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "cfg.yaml")
+	writeConfig(t, path, strings.Replace(operatorConfig("0", "state_dir: "+filepath.Join(dir, "state")+"\n"),
+		"http: {addr: 127.0.0.1:0}", "http: {addr: 127.0.0.1:0, runtime_header_sources: {env: [ALLOWED_TOKEN]}}", 1))
+	d := start(t, []string{"ALLOWED_TOKEN=ok", "SOME_SECRET=no"}, "--config", path)
+	body := func(name, headers string) string {
+		return fmt.Sprintf(`{"name": %q, "tier": "knowledge", "kind": "http", "http": {"url": "http://127.0.0.1:9/x", "headers": %s}}`, name, headers)
+	}
+	for _, tc := range []struct{ headers, field string }{
+		{`{"X-File": {"file": "` + secret + `"}}`, "http.headers.X-File.file"},
+		{`{"X-Env": {"env": "SOME_SECRET"}}`, "http.headers.X-Env.env"},
+		{`{"X-Env": {"env": "HOME"}}`, "http.headers.X-Env.env"},
+	} {
+		var e apiErr
+		if st := d.do("POST", "/modules", body("leak", tc.headers), &e); st != http.StatusUnprocessableEntity || e.Error.Field != tc.field {
+			t.Errorf("registration with %s: %d %+v, want 422 at %s", tc.headers, st, e.Error, tc.field)
+		}
+	}
+	if st := d.do("POST", "/modules", body("allowed", `{"Authorization": {"env": "ALLOWED_TOKEN"}, "X-Lit": "v"}`), nil); st != http.StatusCreated {
+		t.Errorf("registration with an allowed source and a literal: %d, want 201", st)
+	}
+}

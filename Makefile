@@ -7,7 +7,7 @@ GO ?= go
 PKGS := ./... ./cmd/cycled/... ./daemon/ha/... ./daemon/natsexport/... ./daemon/recorder/sqlite/... \
 	./tools/... ./examples/nats-consumer/...
 
-.PHONY: tidy test test-deps test-rules test-python test-check test-ha bench-ha bench bench-tick bench-floor lint run build install docker soak bench-compare fmt bench-dashboard
+.PHONY: tidy test test-deps test-rules test-python test-check test-ha bench-ha bench bench-tick bench-floor lint run build install docker soak operator-test bench-compare fmt bench-dashboard
 
 # Version and commit stamped into the binary (cycled version, the cycled_build_info metric).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -117,10 +117,21 @@ fmt:
 
 ## soak: the real daemon at 100 Hz under random faults, reloads, registrations and
 ## clients for $(SOAK); every tick summary goes through the invariant checker, goroutines
-## and RSS must stay bounded (tools/soak documents the rules). SOAK=10m make soak.
+## and RSS must stay bounded (tools/soak documents the rules). SOAK=10m make soak. Then the
+## operator test (operator-test) for SOAK_OPERATOR (default: as long).
 SOAK ?= 60s
+SOAK_OPERATOR ?= $(SOAK)
 soak:
 	$(GO) run ./tools/soak -duration $(SOAK)
+	$(MAKE) --no-print-directory operator-test OPERATOR=$(SOAK_OPERATOR)
+
+## operator-test: play operator against the real binary for $(OPERATOR): seeded random
+## reloads (valid, invalid, empty, extreme), file edits, safety removals, registrations,
+## resets, faults, restarts, kill -9 and a state_dir that fills up; every summary checked
+## (docs/operations.md). A failure prints the seed: OPERATOR_SEED=N replays it.
+OPERATOR ?= 60s
+operator-test:
+	OPERATOR=$(OPERATOR) $(GO) test -count=1 -timeout 30m -run '^TestOperatorModel$$' -v ./cmd/cycled
 
 ## run: run the daemon on its embedded demo configuration.
 run:

@@ -402,7 +402,7 @@ func TestOperatorFullDiskTickIDs(t *testing.T) {
 }
 
 // firstTickRE finds the first tick id in the recorder's startup log line.
-var firstTickRE = regexp.MustCompile(`"first_tick": (\d+)`)
+var firstTickRE = regexp.MustCompile(`"first_tick":\s*(\d+)`)
 
 // firstTick returns the id of the first tick of d's run, from its log.
 func firstTick(t *testing.T, d *daemon) uint64 {

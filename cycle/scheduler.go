@@ -97,16 +97,17 @@ var errWoken = errors.New("scheduler woken")
 const wakeSlice = 100 * time.Millisecond
 
 // sleepToGrid sleeps until g's next grid point. Woken by a configuration change (see
-// wakeup), it goes on to the grid point rewake gives, with the pending configuration;
-// woken by Close, it returns ErrClosed at once. It returns at once with a pending
-// configuration in step mode.
+// wakeup), it puts the change in force at once, between two ticks, and goes on to the grid
+// point rewake gives: a module removed, or a safety module added, does not wait for the
+// next grid point of a long period. Woken by Close, it returns ErrClosed at once. It
+// returns at once after a change to step mode.
 func (e *Engine) sleepToGrid(ctx context.Context, g decide.Grid, cfg Config, last time.Time) (decide.Grid, Config, error) {
 	for {
 		err := e.sleepUntil(ctx, cfg, g.At(), &e.grid)
 		if !errors.Is(err, errWoken) {
 			return g, cfg, err
 		}
-		if e.closed.Load() {
+		if !e.applyBetweenTicks() {
 			return g, cfg, ErrClosed
 		}
 		cfg = e.pending.Load().cfg
@@ -115,6 +116,18 @@ func (e *Engine) sleepToGrid(ctx context.Context, g decide.Grid, cfg Config, las
 		}
 		g = e.rewake(g, last)
 	}
+}
+
+// applyBetweenTicks puts the pending configuration in force between two ticks, a tick
+// boundary like any other; false if the engine is closed.
+func (e *Engine) applyBetweenTicks() bool {
+	e.tickMu.Lock()
+	defer e.tickMu.Unlock()
+	if e.closed.Load() {
+		return false
+	}
+	e.applyPending()
+	return true
 }
 
 // rewake returns the grid after the scheduler was woken between ticks on grid g (last: the

@@ -316,7 +316,8 @@ func TestClosedEngineRefusesEverything(t *testing.T) {
 
 // TestReloadWakesLongPeriod: a scheduler asleep on a long period is woken by a reload to a
 // shorter one, which is in force and ticking at once rather than at the old grid point an
-// hour later; a reload to step mode and Close reach it as fast. Pending tells what waits.
+// hour later; a registration, a reload to step mode and Close reach it as fast. Pending
+// tells what waits.
 func TestReloadWakesLongPeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ms := time.Millisecond
@@ -353,6 +354,16 @@ func TestReloadWakesLongPeriod(t *testing.T) {
 		time.Sleep(20 * ms)
 		if got := e.Config().Period; got != time.Hour {
 			t.Errorf("period in force: %v, want 1h", got)
+		}
+		if err := e.Register(reg("late", "safety", ok(2))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(ms)
+		if m, found := e.Module("late"); !found || m.Pending {
+			t.Error("a registration on an hour's period not in force a millisecond later")
+		}
+		if err := e.Deregister("late", AllowSafetyRemoval(nil)); err != nil {
+			t.Fatal(err)
 		}
 		at := e.Latest().TickID
 		step := cfg

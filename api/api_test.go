@@ -1237,9 +1237,9 @@ func TestWatchdogPendingConfig(t *testing.T) {
 	if err := r.e.Reload(fast, r.e.Registrations()); err != nil { // no scheduler runs: it stays pending
 		t.Fatal(err)
 	}
-	waitFor(t, "the watchdog", func() bool {
-		res, _ := r.do(http.MethodGet, "/healthz", nil)
-		return res.StatusCode == http.StatusServiceUnavailable
+	waitFor(t, "the watchdog", func() bool { // the change waits longer than the watchdog
+		res, b := r.do(http.MethodGet, "/healthz", nil)
+		return res.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "config_pending")
 	})
 	e := r.expectError(http.StatusServiceUnavailable, "config_pending", http.MethodGet, "/healthz", nil)
 	if !strings.Contains(e.Error.Message, "configuration change has waited") {

@@ -11,7 +11,8 @@ import (
 // AdminLimit paces the admin routes per client address: a burst of Burst requests, then
 // Rate a second. Beyond it an admin request is answered 429 "rate_limited" with
 // Retry-After, before its handler runs: a storm of reloads or registrations from one
-// client must not take the CPU the tick needs. Rate 0 (or less): no limit.
+// client must not take the CPU the tick needs. POST /ticks (a step-mode tick) is not
+// paced. Rate 0 (or less): no limit.
 type AdminLimit struct {
 	Rate  float64
 	Burst int

@@ -23,7 +23,9 @@ func (s *server) admin(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		if s.opts.AdminLimit != nil {
+		// POST /ticks is not paced: in step mode it is the tick itself, as often as the
+		// caller's own period; the limit is for the changes that cost a rebuild.
+		if s.opts.AdminLimit != nil && !(r.Method == http.MethodPost && r.URL.Path == "/ticks") {
 			if ok, wait := s.adminLim.allow(r, s.opts.AdminLimit(), s.guard.now()); !ok {
 				w.Header().Set("Retry-After", retryAfter(wait))
 				s.guard.refuse(w, r, http.StatusTooManyRequests, refusedRateLimited, apiError{Code: "rate_limited",

@@ -93,7 +93,7 @@ func TestDaemonResilience(t *testing.T) {
 	}
 
 	// A reload that changes the named breaker replaces it and says so.
-	changed := strings.Replace(resilienceConfig, "cooldown: 1h}", "cooldown: 2h}", 1)
+	changed := strings.Replace(resilienceConfig, "cooldown: 1h}", "cooldown: 30m}", 1)
 	if err := os.WriteFile(cfgPath, []byte(changed), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestDaemonResilience(t *testing.T) {
 	if st := d.do("POST", "/ticks", "", &s); st != http.StatusOK {
 		t.Fatalf("POST /ticks = %d", st)
 	}
-	if l := d.waitLog("breaker settings changed by a reload"); !strings.Contains(l, "cooldown: registered 1h0m0s, requested 2h0m0s") {
+	if l := d.waitLog("breaker settings changed by a reload"); !strings.Contains(l, "cooldown: registered 1h0m0s, requested 30m0s") {
 		t.Fatalf("replacement log line %q does not say what changed", l)
 	}
 	if st, _, c := s.line(t, "viarate"); st != "failed" || c != "closed" {

@@ -208,6 +208,8 @@ class StartupState(Payload):
 
     pending: list[str] = dataclasses.field(default_factory=list)
     timeout_ms: float = 0.0
+    #: Per safety module, the ticks of startup it failed in (they open no breaker).
+    failures: dict[str, int] = dataclasses.field(default_factory=dict)
     raw: Mapping[str, Any] = _raw()
 
 

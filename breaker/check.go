@@ -17,6 +17,10 @@ func (s Settings) Check() error { return s.check(false) }
 // written, refused where it would silently mean the default.
 func (s Settings) CheckExplicit() error { return s.check(true) }
 
+// MaxCooldown bounds Cooldown: a breaker open for longer than an hour before a probe is
+// a breaker open for good, a mistake (2000h for 2s) rather than a setting.
+const MaxCooldown = time.Hour
+
 func (s Settings) check(explicit bool) error {
 	var es []*setting.Error
 	bad := func(v, lowest int) bool { return v < lowest && (explicit || v != 0) }
@@ -28,6 +32,8 @@ func (s Settings) check(explicit bool) error {
 		es = append(es, setting.Errorf("cooldown", "must be > 0"))
 	case s.Cooldown < 0:
 		es = append(es, setting.Errorf("cooldown", "must be >= 0 (0 means %s)", time.Duration(defaultCooldown)))
+	case s.Cooldown > MaxCooldown:
+		es = append(es, setting.Errorf("cooldown", "%v is beyond the upper bound of %v", s.Cooldown, time.Duration(MaxCooldown)))
 	}
 	if bad(s.HalfOpenProbes, 1) {
 		es = append(es, setting.Errorf("half_open_probes", "must be >= 1"))

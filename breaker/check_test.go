@@ -30,6 +30,8 @@ func TestSettingsCheck(t *testing.T) {
 			"failure_threshold: must be >= 1", "failure_threshold: must be >= 1"},
 		{"negative cooldown", func() breaker.Settings { s := full; s.Cooldown = -time.Second; return s }(),
 			"cooldown: must be >= 0 (0 means 30s)", "cooldown: must be > 0"},
+		{"cooldown over the bound", func() breaker.Settings { s := full; s.Cooldown = 2 * time.Hour; return s }(),
+			"cooldown: 2h0m0s is beyond the upper bound of 1h0m0s", "cooldown: 2h0m0s is beyond the upper bound of 1h0m0s"},
 		{"rate field on a consecutive breaker", func() breaker.Settings { s := full; s.Window = 3; return s }(),
 			"window: only for kind: rate", "window: only for kind: rate"},
 		{"min_ticks above window", func() breaker.Settings { s := rate; s.MinTicks = 11; return s }(),

@@ -2,8 +2,6 @@ package config
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -11,23 +9,21 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cycled/cycled/internal/strictdecode"
+	"github.com/cycled/cycled/lastgood"
 	"github.com/cycled/cycled/tiers"
 )
 
-// The upper bounds of the configuration's durations. A value beyond one is an error, in
-// the file (validate, a reload: the running configuration stays) and in a registration:
-// a period of years would leave the scheduler asleep, a TTL of years would serve a value
-// long dead as good, a cooldown of years would keep a breaker open for good.
+// The upper bounds of the configuration's durations that no policy package owns (a
+// breaker's cooldown is bounded by breaker.MaxCooldown, a module's ttl by
+// lastgood.MaxTTL). A value beyond one is an error, in the file (validate, a reload: the
+// running configuration stays) and in a registration: a period of years would leave the
+// scheduler asleep for good.
 const (
 	// MaxPeriod bounds cycle.period: the longest time between two ticks.
 	MaxPeriod = time.Hour
 	// MaxBudget bounds a tier's budget, a module's timeouts (timeout, http.timeout) and
 	// startup.timeout.
 	MaxBudget = time.Hour
-	// MaxTTL bounds lastgood.default_ttl and a module's ttl.
-	MaxTTL = 24 * time.Hour
-	// MaxCooldown bounds a breaker's cooldown (tiers[i].breaker, breakers.NAME).
-	MaxCooldown = time.Hour
 )
 
 // checkBounds reports every duration of c beyond its upper bound.
@@ -38,25 +34,17 @@ func (c *Config) checkBounds(add func(string, string, ...any)) {
 		}
 	}
 	over("cycle.period", c.Cycle.Period, MaxPeriod)
-	over("lastgood.default_ttl", c.LastGood.DefaultTTL, MaxTTL)
+	over("lastgood.default_ttl", c.LastGood.DefaultTTL, lastgood.MaxTTL)
 	if c.Startup != nil {
 		over("startup.timeout", c.Startup.Timeout, MaxBudget)
 	}
 	for i, t := range c.Tiers {
-		p := fmt.Sprintf("tiers[%d]", i)
-		over(p+".budget", t.Budget, MaxBudget)
-		over(p+".breaker.cooldown", t.Breaker.Cooldown, MaxCooldown)
-	}
-	for _, name := range slices.Sorted(maps.Keys(c.Breakers)) {
-		over(strictdecode.Join("breakers", name)+".cooldown", c.Breakers[name].Cooldown, MaxCooldown)
+		over(fmt.Sprintf("tiers[%d].budget", i), t.Budget, MaxBudget)
 	}
 }
 
-// checkBounds reports every duration of m beyond its upper bound, with paths under p.
+// checkBounds reports every timeout of m beyond its upper bound, with paths under p.
 func (m ModuleConfig) checkBounds(p string, add func(string, string, ...any)) {
-	if !m.TTL.Auto && m.TTL.Fixed > MaxTTL {
-		add(strictdecode.Join(p, "ttl"), "%v is beyond the upper bound of %v", m.TTL.Fixed, MaxTTL)
-	}
 	if m.Timeout > MaxBudget {
 		add(strictdecode.Join(p, "timeout"), "%v is beyond the upper bound of %v", m.Timeout, MaxBudget)
 	}

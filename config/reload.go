@@ -358,10 +358,9 @@ func restartOnly(old, cur *Config) []string {
 func inForce(started, cfg *Config) *Config {
 	cp := *cfg
 	cp.Cycle.History, cp.Cycle.RealtimePriority = started.Cycle.History, started.Cycle.RealtimePriority
-	cp.HTTP.Addr, cp.HTTP.AdminToken, cp.HTTP.AdminTokenFile = started.HTTP.Addr, started.HTTP.AdminToken, started.HTTP.AdminTokenFile
-	cp.HTTP.CacheBytes, cp.tokenFromFile = started.HTTP.CacheBytes, started.tokenFromFile
+	cp.HTTP.Addr, cp.HTTP.CacheBytes = started.HTTP.Addr, started.HTTP.CacheBytes
 	cp.Log.Format, cp.StateDir, cp.Recorder = started.Log.Format, started.StateDir, started.Recorder
-	cp.HA, cp.Export = started.HA, started.Export
+	cp.Tracing, cp.HA, cp.Export = started.Tracing, started.HA, started.Export
 	return &cp
 }
 

@@ -394,3 +394,41 @@ func TestReloadWakesLongPeriod(t *testing.T) {
 		}
 	})
 }
+
+// TestReloadsApplyOnRealClock: on the real clock (the kernel timer for waits up to
+// wakeSlice, a Go timer beyond), a run of reloads that switch the period between 10 ms and
+// an hour and replace a module is each in force within a second: none waits for a grid
+// point an hour away, none is lost between the scheduler's wake-ups.
+func TestReloadsApplyOnRealClock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real time")
+	}
+	ms := time.Millisecond
+	periods := []time.Duration{10 * ms, 20 * ms, 40 * ms, time.Hour}
+	cfg := Config{Period: 10 * ms, Tiers: []tiers.Tier{{Name: "safety", Budget: 5 * ms}, {Name: "knowledge", Budget: 5 * ms}}}
+	e := newEngine(t, cfg, []Registration{reg("guard", "safety", ok(1)), reg("m0", "knowledge", ok(1))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for i := 1; i < 120; i++ {
+		c := cfg
+		c.Period = periods[i%len(periods)]
+		name := "m" + string(rune('a'+i%26))
+		if err := e.Reload(c, []Registration{reg("guard", "safety", ok(1)), reg(name, "knowledge", ok(1))}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Second)
+		for {
+			if m, found := e.Module(name); found && !m.Pending && e.Config().Period == c.Period {
+				break
+			}
+			if time.Now().After(deadline) {
+				_, waited, pend := e.Pending()
+				t.Fatalf("reload %d (period %v) not applied after 1s; in force %v, pending %v for %v", i, c.Period, e.Config().Period, pend, waited)
+			}
+			time.Sleep(ms)
+		}
+		time.Sleep(time.Duration(i%7) * 3 * ms)
+	}
+}

@@ -322,7 +322,7 @@ func (o *operator) setLong(long bool) {
 // lists the modules in force (a pending one says so), whatever the period.
 func (o *operator) waitInForce(v opVariant) {
 	deadline := time.Now().Add(3 * time.Second)
-	var last []byte
+	var last []string
 	for time.Now().Before(deadline) {
 		var ms struct {
 			Modules []struct {
@@ -334,10 +334,11 @@ func (o *operator) waitInForce(v opVariant) {
 		if !ok {
 			return
 		}
-		last = a.body
 		_ = json.Unmarshal(a.body, &ms)
 		marker, guard2, other := false, false, false
+		last = last[:0]
 		for _, m := range ms.Modules {
+			last = append(last, fmt.Sprintf("%s(pending %v)", m.Name, m.Pending))
 			switch {
 			case m.Pending:
 			case m.Name == v.marker():
@@ -353,7 +354,14 @@ func (o *operator) waitInForce(v opVariant) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	o.failf("configuration %s not in force 3 s after it was reloaded (the scheduler was not woken?): %.400s", v.marker(), last)
+	var cfg struct {
+		LastReload any `json:"last_reload"`
+	}
+	if a, ok := o.call("GET", "/config", "", http.StatusOK); ok {
+		_ = json.Unmarshal(a.body, &cfg)
+	}
+	o.failf("configuration %s not in force 3 s after it was reloaded (the scheduler was not woken?): modules %v, last reload %v",
+		v.marker(), last, cfg.LastReload)
 }
 
 // reloadInvalid writes a configuration that must be refused (422) and asks for a reload;

@@ -107,40 +107,35 @@ func costSizes(all []costSample) []int {
 func renderCost(r *results) string {
 	var b strings.Builder
 	names := []string{cEngine, cEnginePrecise, cEngineHistory, cFloor, cPlain, cFailsafe, cPython}
-	fmt.Fprintf(&b, "Five tiers, N trivial modules spread over them, tier budget 1 s, one attempt, breakers that never open (but in `open 10%%`), history of 16 summaries (A and B: the same ring). "+
-		"`fail 10%%`: every tenth module fails transiently on every tick (none in the safety tier), after warm-up ticks that stored a last-known-good value, so each failure "+
-		"takes the whole fault path: classification, breaker failure, stale last-good fallback, degraded key. "+
-		"`open 10%%`: the same tenth of the modules fails on every call from the first tick on (it never had a value), with breakers that open after %d failed ticks "+
-		"(cooldown 30 s); the warm-up (at least %d ticks) opens them, so in steady state the breaker refuses every failing module each tick and nothing is served for it. "+
-		"`cycled history 1000` (N = %s) is `cycled` with the engine's default history of 1000 summaries instead of 16, after a warm-up of at least 1000 ticks: past the newest %d summaries "+
-		"the history keeps only the lines that are not plain successes, so a failing or refused module's line lives on in it. The three states of a size run one after another, in an order rotated per repetition. Mean and p99 of back-to-back ticks in steady state (Go contenders: after a warm-up of at least 5 ticks and 0.25 s; C: 4 ticks, 1 from N = 5000 on); allocations and bytes from "+
-		"`runtime.MemStats` around the measured ticks (the whole process); CPU µs/tick: the process's CPU time over the measured ticks (`getrusage`, all threads; C: not measured), "+
-		"what a contender's use of the second core costs. `cycled` runs with the default timing (`coarse`); `cycled precise` (N = %s) with `timing: precise`, whose hand-offs between engine and runners spin "+
-		"instead of waking a sleeping thread (docs/operations.md, timing modes). `floor` (clean, N = %s) is not a contender but a bound: cycled's own components doing a successful module's work "+
-		"in a bare loop on one goroutine, without an engine (`tools/bench/floor`; below, \"The floor\"). Medians over %d repetitions; the ratio column is the median of the per-repetition ratios of the means.\n\n",
-		openThreshold, openThreshold+1, joinInts(preciseCostSizes, ", "), faultsummary.KeepWhole, joinInts(preciseCostSizes, ", "), joinInts(preciseCostSizes, ", "), r.Reps)
+	fmt.Fprintf(&b, "Ticks back to back in step mode: five tiers, N trivial modules, tier budget 1 s, one attempt, history of 16 summaries (A and B: the same ring). "+
+		"`fail 10%%`: every tenth module fails transiently on every tick and takes the whole fault path (breaker failure, stale last-good fallback, degraded key). ")
+	if hasMode(r.Cost, modeOpen) {
+		fmt.Fprintf(&b, "`open 10%%`: the same modules fail from the first tick on, with breakers that open after %d failed ticks, so in steady state they are refused. ", openThreshold)
+	}
+	if hasContender(r.Cost, cEngineHistory) {
+		fmt.Fprintf(&b, "`cycled history 1000`: the engine's default history, which keeps the newest %d summaries whole. ", faultsummary.KeepWhole)
+	}
+	fmt.Fprintf(&b, "`cycled precise`: `timing: precise`. CPU: the process's CPU time a tick, all threads (C: not measured). "+
+		"Medians over %d repetitions; ratios are medians of the per-repetition ratios.\n\n", r.Reps)
 	for _, m := range costModes {
+		if !hasMode(r.Cost, m) {
+			continue
+		}
 		fmt.Fprintf(&b, "**%s**\n\n", m)
-		b.WriteString("| N | contender | mean µs/tick | p99 µs/tick | CPU µs/tick | ns/module | allocs/tick | allocs/module | B/tick | reps × ticks | cycled ÷ this |\n")
-		b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("| N | contender | mean µs/tick | p99 µs/tick | CPU µs/tick | allocs/tick |\n|---:|---|---:|---:|---:|---:|\n")
 		for _, n := range costSizes(r.Cost) {
 			for _, name := range names {
 				a, ok := aggCost(r.Cost, name, n, m)
 				if !ok {
 					continue
 				}
-				rc := ratio(a.engineOver)
-				if name == cEngine {
-					rc = ""
-				}
-				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %d × %d | %s |\n", n, name, f(a.mean), f(a.p99), f(a.cpu),
-					f(a.mean*1000/float64(n)), f(a.allocs), f(a.allocs/float64(n)), f(a.bytes), a.reps, a.ticks, rc)
+				fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", n, name, f(a.mean), f(a.p99), f(a.cpu), f(a.allocs))
 			}
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("**Ratios** (median of per-repetition ratios of mean tick cost)\n\n")
-	b.WriteString("| N | mode | cycled ÷ A (target ≤ 0.25) | B ÷ cycled (target ≥ 20 at 500) | C ÷ cycled (target ≥ 200 at 500) |\n|---:|---|---:|---:|---:|\n")
+	b.WriteString("**Ratios** of the mean tick (targets: cycled ÷ A ≤ 0.25; at N = 500, B ÷ cycled ≥ 20 and C ÷ cycled ≥ 200)\n\n")
+	b.WriteString("| N | mode | cycled ÷ A | B ÷ cycled | C ÷ cycled |\n|---:|---|---:|---:|---:|\n")
 	for _, n := range costSizes(r.Cost) {
 		for _, m := range costModes {
 			if !slices.ContainsFunc(r.Cost, func(s costSample) bool { return s.N == n && modeOf(s) == m }) {
@@ -151,12 +146,15 @@ func renderCost(r *results) string {
 		}
 	}
 	b.WriteString(preciseTable(r))
-	b.WriteString(modeTable(r))
+	if hasMode(r.Cost, modeOpen) {
+		b.WriteString(modeTable(r))
+	}
 	if hasContender(r.Cost, cFloor) {
 		b.WriteString(floorTable(r))
 	}
-	b.WriteString("\nC at N = 50 000 takes about 3 s per tick: it runs in the first repetition only, one warm-up tick and two measured ticks. " +
-		"At N = 50 000 the Go contenders measure at least 3 ticks within 1.2 s. C's allocations are not comparable and not measured (—).\n")
+	if hasContenderAt(r.Cost, cPython, 50000) {
+		b.WriteString("\nC at N = 50 000 (about 3 s a tick) runs in the first repetition only, two measured ticks.\n")
+	}
 	return b.String()
 }
 
@@ -228,10 +226,10 @@ func failingModules(n int) int {
 // its own clean tick; "n/a" where a contender was measured clean but not in that state.
 func modeTable(r *results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n**Steady states against clean** (each contender's mean tick ÷ its own clean tick at the same N, median of the per-repetition ratios; "+
-		"target for cycled in `open 10%%`: ≤ %.1f× at N = %s; median tick and CPU: the same for the median tick and for the process's CPU time a tick, less moved by other processes on a shared machine; refused: the fewest modules whose breaker refused them in a repetition's last tick, of the failing ones)\n\n",
+	fmt.Fprintf(&b, "\n**Steady states against clean** (each contender's tick ÷ its own clean tick at the same N: mean, median tick and CPU time; "+
+		"target for cycled in `open 10%%`: ≤ %.1f× at N = %s; refused: the fewest failing modules its breakers refused in a repetition's last tick)\n\n",
 		openTarget, joinInts(preciseCostSizes, " and "))
-	b.WriteString("| N | contender | fail 10% ÷ clean | open 10% ÷ clean | open 10% ÷ clean, median tick | open 10% ÷ clean, CPU | refused in open 10% |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| N | contender | fail ÷ clean | open ÷ clean | open ÷ clean, median | open ÷ clean, CPU | refused |\n|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, n := range costSizes(r.Cost) {
 		for _, name := range []string{cEngine, cEnginePrecise, cEngineHistory, cPlain, cFailsafe, cPython} {
 			if _, ok := aggCost(r.Cost, name, n, modeClean); !ok {
@@ -262,8 +260,8 @@ func preciseTable(r *results) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("\n**Ratios with precise timing** (`cycled precise` in place of `cycled`)\n\n")
-	b.WriteString("| N | mode | cycled precise ÷ A (target ≤ 0.25) | B ÷ cycled precise (target ≥ 20 at 500) | C ÷ cycled precise (target ≥ 200 at 500) | cycled precise ÷ cycled | its CPU ÷ cycled's |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n**Ratios with precise timing** (same targets)\n\n")
+	b.WriteString("| N | mode | precise ÷ A | B ÷ precise | C ÷ precise | precise ÷ cycled | its CPU ÷ cycled's |\n|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, n := range costSizes(r.Cost) {
 		for _, m := range costModes {
 			p, ok := aggCost(r.Cost, cEnginePrecise, n, m)
@@ -282,10 +280,9 @@ func preciseTable(r *results) string {
 // cost a tick, and what that leaves of the ratio to C (clean ticks).
 func floorTable(r *results) string {
 	var b strings.Builder
-	b.WriteString("\n**The floor** (clean): the per-module work of a successful run, done by cycled's components in a bare loop on one goroutine, with no tiers, deadlines, " +
-		"hand-offs, admission checks, settling or summary (`tools/bench/floor`, `peers.Floor`). An engine built on these components does at least this work; " +
-		"on one core its tick takes at least this long, so C ÷ floor is the most it could reach against C in this run without sharing the modules out between cores.\n\n")
-	b.WriteString("| N | floor µs/tick | ns/module | cycled ÷ floor | cycled precise ÷ floor | C ÷ floor (target for cycled ≥ 200 at 500) |\n|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n**The floor** (clean): a successful module's work done by cycled's components in a bare loop on one goroutine (`tools/bench/floor`). " +
+		"No engine built on them ticks faster on one core, so C ÷ floor bounds what any engine could reach against C without a second core.\n\n")
+	b.WriteString("| N | floor µs/tick | ns/module | cycled ÷ floor | precise ÷ floor | C ÷ floor |\n|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range costSizes(r.Cost) {
 		fl, ok := aggCostOver(r.Cost, cFloor, cFloor, n, modeClean)
 		if !ok {
@@ -351,27 +348,21 @@ func aggDeadline(all []deadlineSample, name string) (deadAgg, bool) {
 
 func renderDeadline(r *results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "A safety tier (one trivial module), then a tier of 50 modules with a 50 ms budget (2 attempts, backoff 10 ms ×2 ± 20%%): 48 trivial, "+
-		"one blocking 500 ms **ignoring** its context, one blocking 500 ms honouring it. Breakers never open, so the hung module is started again as soon as it has returned. "+
-		"Ticks run %v apart (as a scheduler leaves the rest of its period). Overshoot = the tier's elapsed time − 50 ms, as each contender measures its tier. "+
-		"A tick's statuses are right when the 49 trivial modules are `ok`, the honouring module `failed` or `timed_out`, the hung one `timed_out` or `busy`, "+
-		"and the tier `degraded` with its budget exhausted. Medians over %d repetitions.\n\n", deadlineGap, r.Reps)
-	b.WriteString("| contender | ticks (total) | overshoot p50 ms | p99 ms | max ms | worst max ms | p99 ÷ A's | ticks with a wrong status | first wrong status | hung module statuses (rep 1) | max concurrent runs of the hung module |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|\n")
+	fmt.Fprintf(&b, "A safety tier, then a tier of 50 modules with a 50 ms budget (2 attempts, backoff 10 ms): 48 trivial, one blocking 500 ms **ignoring** its context, "+
+		"one blocking 500 ms honouring it; breakers never open; ticks %v apart. Overshoot = the tier's elapsed time − 50 ms. "+
+		"A tick is right when the trivial modules are `ok`, the honouring one `failed` or `timed_out`, the hung one `timed_out` or `busy`, and the tier `degraded`. "+
+		"Medians over %d repetitions.\n\n", deadlineGap, r.Reps)
+	b.WriteString("| contender | ticks | overshoot p50 ms | p99 ms | max ms | p99 ÷ A's | wrong ticks | hung module (rep 1) |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, name := range []string{cEngineCoarse, cEnginePrecise, cPlain, cFailsafe, cPython} {
 		a, ok := aggDeadline(r.Deadline, name)
 		if !ok {
 			continue
 		}
-		what := a.what
-		if what == "" {
-			what = "—"
-		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %d | %s | `%s` | %d |\n", name, a.ticks, f(a.p50), f(a.p99), f(a.max), f(a.worst),
-			ratio(a.overA), a.wrong, what, a.hung, a.hungMax)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %d | `%s` |\n", name, a.ticks, f(a.p50), f(a.p99), f(a.max), ratio(a.overA), a.wrong, a.hung)
 	}
-	b.WriteString("\nC runs 10 ticks per repetition (each takes about 0.5 s: `wait_for` waits for the cancelled attempt to finish and `gather` for every task). " +
-		"Its hung module is reported `ok`: its late value is returned as a success after the tier overran its budget by 450 ms — a correctness failure, not a speed figure.\n")
+	if c, ok := aggDeadline(r.Deadline, cPython); ok && c.wrong > 0 {
+		b.WriteString("\nC (10 ticks a repetition) waits for the cancelled attempt and reports the hung module's late value as `ok`: a correctness failure, not a speed figure.\n")
+	}
 	return b.String()
 }
 
@@ -393,23 +384,20 @@ func aggPeriod(all []periodResult, cont string, hz int) (p50, p99, mx, missedMed
 
 func renderPeriod(r *results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "The scheduler ticking N = 500 trivial modules over five tiers (history 1000) for 5 s after a 0.5 s warm-up, each run in its own process. "+
-		"Start lag = actual start − grid point, from each summary's `scheduled_at` and `started_at`; missed = grid points skipped (overrun policy `skip`). "+
-		"`cycled precise, GOMAXPROCS 1`: the same in a process limited to one P (`GOMAXPROCS=1` in its environment). "+
-		"`A ticker`: peer A's tick driven by a `time.Ticker` (lag = receive time − the ticker's scheduled time; one repetition, for context, as is cycled coarse at 1 kHz). "+
-		"`machine floor`: a goroutine with no work that never sleeps or yields, reading the clock until each grid point (a point is missed when it sees it a period or more late): "+
-		"what delays it is other processes or the virtual machine taking its vCPU, or the Go runtime preempting it, which no scheduler in the process can avoid. "+
-		"CPU = process CPU time ÷ wall time (100%% = one core). Medians over %d repetitions.\n\n", r.Reps)
-	b.WriteString("| contender | rate | lag p50 µs | lag p99 µs | lag max µs | missed (median / worst rep) | of grid points | overruns (total) | CPU |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "The scheduler ticking 500 trivial modules (history 1000) for 5 s after a 0.5 s warm-up, each run in its own process. "+
+		"Lag = start − grid point; missed = grid points skipped. `GOMAXPROCS 1`: a process limited to one P. `A ticker`: peer A driven by a `time.Ticker` (one repetition, as is cycled coarse at 1 kHz). "+
+		"`machine floor`: a goroutine with no work spinning on the clock to each grid point; what delays it no scheduler in the process can avoid. "+
+		"CPU: process CPU ÷ wall time. Medians over %d repetitions.\n\n", r.Reps)
+	b.WriteString("| contender | rate | lag p50 µs | p99 µs | max µs | missed (median / worst) | CPU |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	label := map[string]string{"coarse": "cycled coarse", "precise": "cycled precise", preciseOneP: "cycled precise, GOMAXPROCS 1",
-		"ticker": "A ticker", "spin": "machine floor (spin, no work)"}
+		"ticker": "A ticker", "spin": "machine floor"}
 	for _, hz := range []int{100, 1000} {
 		for _, c := range []string{"coarse", "precise", preciseOneP, "ticker", "spin"} {
-			p50, p99, mx, mm, mmax, exp, cpu, over, _, ok := aggPeriod(r.Period, c, hz)
+			p50, p99, mx, mm, mmax, _, cpu, _, _, ok := aggPeriod(r.Period, c, hz)
 			if !ok {
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %d Hz | %s | %s | %s | %s / %s | %s | %d | %.0f%% |\n", label[c], hz, f(p50), f(p99), f(mx), f(mm), f(mmax), f(exp), over, cpu)
+			fmt.Fprintf(&b, "| %s | %d Hz | %s | %s | %s | %s / %s | %.0f%% |\n", label[c], hz, f(p50), f(p99), f(mx), f(mm), f(mmax), cpu)
 		}
 	}
 	return b.String()
@@ -417,24 +405,17 @@ func renderPeriod(r *results) string {
 
 func renderMemory(r *results) string {
 	var b strings.Builder
-	b.WriteString("Each row is its own process: heap (`HeapAlloc` after two forced GCs) and RSS (`VmRSS` after `debug.FreeOSMemory`) minus the process's own before anything " +
-		"was built, divided by the registered modules (the modules' own objects — names, funcs — included). cycled runs with its default history of 1000 summaries; " +
-		fmt.Sprintf("its history keeps the newest `KeepWhole` summaries whole (at most %d, and at most %d module lines in all) and compacts older ones to their non-plain lines, ",
-			faultsummary.KeepWhole, faultsummary.WholeLines) +
-		"so it is measured past that window: `+ per summary` is the heap one more (compacted) summary costs. `history full` is measured by ticking until the history " +
-		"holds 1000 summaries where marked; at 100 000 modules a tick takes about 0.1 s (1000 ticks would take minutes), so it is the last point plus the remaining " +
-		"summaries × the per-summary slope. Peers A and B keep whole summaries in a ring of 16 (every whole summary costs them about 140 B per module).\n\n")
-	b.WriteString("| contender | modules | summaries held | heap B/module | RSS B/module | + per summary B/module | history | history full: heap B/module | history full: RSS B/module | goroutines |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "Each row is its own process: heap after two GCs and RSS, minus the process's own before anything was built, per registered module. "+
+		"cycled keeps its default history of 1000 summaries, the newest %d whole and older ones compacted to their non-plain lines; `+ per summary` is what one more costs. "+
+		"`history full`: measured by filling the history, or extrapolated from that slope. A and B keep whole summaries in a ring of 16.\n\n", faultsummary.KeepWhole)
+	b.WriteString("| contender | modules | heap B/module | RSS B/module | + per summary B/module | history full: heap B/module | goroutines |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	label := map[string]string{"engine": "cycled", "plain": "A plain Go", "failsafe": "B failsafe-go"}
 	for _, m := range r.Memory {
 		full := f(m.FullHeapPerMod) + " (extrapolated)"
-		rss := "—"
 		if m.FullMeasured {
 			full = f(m.FullHeapPerMod) + " (measured)"
-			rss = f(m.FullRSSPerMod)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %d | %s | %s | %d |\n", label[m.Contender], m.N, m.Points[0].Summaries, f(m.HeapPerMod), f(m.RSSPerMod),
-			f(m.SlopePerMod), m.History, full, rss, m.Goroutines)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %d |\n", label[m.Contender], m.N, f(m.HeapPerMod), f(m.RSSPerMod), f(m.SlopePerMod), full, m.Goroutines)
 	}
 	return b.String()
 }
@@ -452,7 +433,7 @@ const (
 	clientLongPoll
 )
 
-var clientNames = [...]string{"64 tight-loop, normal priority", "64 tight-loop, nice 19", "64 long-polling"}
+var clientNames = [...]string{"tight loop", "tight loop, nice 19", "long-polling"}
 
 func aggHTTP(all []httpResult, m httpMode, client int) (httpAgg, bool) {
 	var a httpAgg
@@ -479,26 +460,22 @@ func aggHTTP(all []httpResult, m httpMode, client int) (httpAgg, bool) {
 
 func renderHTTP(r *results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "The daemon binary (built from `cmd/cycled`) in its own process, ticking at 100 Hz: five seed tiers, 50 trivial builtin modules, history 1000. "+
-		"A load generator in another process keeps 64 keep-alive connections in a tight loop of `GET /ticks/latest` (full body, no ETag) for 3 s, "+
-		"first at normal priority (it competes with the daemon for the same 2 cores), then under `nice -n 19` (it yields the cores to the daemon, as a client on another "+
-		"machine would; the daemon still serves every request); then 64 clients long-poll for every tick (`?wait=5s&after=ID`, the polling the API is designed for). "+
-		"The idle phase is the 3 s before. Start lags are read afterwards from `GET /ticks?limit=1000` "+
-		"(`start_lag_ms` of the ticks started in each phase). Each timing runs twice, at the normal scheduling policy: with the daemon's default configuration, "+
-		"whose `http.read_limit` paces read requests (the targets), and with `http.read_limit.rate: 0` (no pacing: what the limit buys). "+
-		"Medians over %d repetitions; the change is the median of the per-repetition changes.\n\n", r.Reps)
-	b.WriteString("| timing | client | req/s | latency p50 µs | latency p99 µs | body B | start lag p99 idle µs | under load µs | change µs | change % | missed grid points (all reps) | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "The daemon binary at 100 Hz (50 trivial builtin modules, history 1000) while a load generator in another process keeps 64 keep-alive clients "+
+		"on `GET /ticks/latest` for 3 s: in a tight loop at normal priority, then under `nice -n 19` (as a client on another machine), then long-polling every tick "+
+		"(`?wait=5s&after=ID`). Start lags come from the daemon's history; the change is against the idle 3 s before. Each timing runs with the default `http.read_limit` "+
+		"(the targets) and with `http.read_limit.rate: 0` (what the limit buys). Medians over %d repetitions.\n\n", r.Reps)
+	b.WriteString("| timing | clients | req/s | latency p99 µs | lag p99 idle µs | under load µs | change µs | change % | missed | errors |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range httpModes {
 		for client := range clientNames {
 			a, ok := aggHTTP(r.HTTP, m, client)
 			if !ok || a.rps == 0 {
 				continue
 			}
-			p50, p99 := f(a.p50), f(a.p99)
+			p99 := f(a.p99)
 			if client == clientLongPoll {
-				p50, p99 = "(waits for the tick)", "—"
+				p99 = "—" // a long poll waits for the tick
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %.0f | %s | %s | %s | %s | %d | %d |\n", m.label(), clientNames[client], a.rps, p50, p99, a.body,
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s | %d | %d |\n", m.label(), clientNames[client], a.rps, p99,
 				f(a.idle), f(a.load), f(a.deltaUs), f(a.deltaPct), a.missed, a.errs)
 		}
 	}
@@ -526,7 +503,7 @@ func deadlineTargets(r *results, row func(target, measured string, ok bool)) {
 	}
 	if c, ok := aggDeadline(r.Deadline, cEngineCoarse); ok {
 		a, _ := aggDeadline(r.Deadline, cPlain)
-		row("deadline overshoot p99 (coarse) ≤ A's", fmt.Sprintf("%s ms vs A %s ms (%s × A, median of per-repetition ratios)", f(c.p99), f(a.p99), f(c.overA)), c.overA <= 1)
+		row("deadline overshoot p99 (coarse) ≤ A's", fmt.Sprintf("%s ms vs A %s ms (%s × A)", f(c.p99), f(a.p99), f(c.overA)), c.overA <= 1)
 	}
 	for _, name := range []string{cEngineCoarse, cEnginePrecise} {
 		if c, ok := aggDeadline(r.Deadline, name); ok {
@@ -572,7 +549,7 @@ func costTargets(r *results, name, suffix string, row func(target, measured stri
 	if a, ok := aggCostOver(r.Cost, cPython, name, 500, modeClean); ok {
 		m := fmt.Sprintf("C ÷ %s = %.1f×", name, 1/a.engineOver)
 		if fl, ok := aggCostOver(r.Cost, cPython, cFloor, 500, modeClean); ok && !math.IsNaN(fl.engineOver) {
-			m += fmt.Sprintf(" (C ÷ floor = %.1f×: the components alone on one core, without an engine)", 1/fl.engineOver)
+			m += fmt.Sprintf(" (C ÷ floor = %.1f×)", 1/fl.engineOver)
 		}
 		row("≥ 200× cheaper than C at N=500"+suffix, m, 1/a.engineOver >= 200)
 	}
@@ -601,9 +578,9 @@ func renderTargets(r *results) string {
 		if _, _, _, mm, mmax, exp, _, _, _, ok := aggPeriod(r.Period, pc.cont, 1000); ok {
 			floor := ""
 			if _, _, _, fm, fmax, fexp, _, _, _, ok := aggPeriod(r.Period, "spin", 1000); ok {
-				floor = fmt.Sprintf("; the machine's floor (spinning, no work) %.3f%%, worst %.3f%%", 100*fm/fexp, 100*fmax/fexp)
+				floor = fmt.Sprintf("; machine floor %.3f%%, worst %.3f%%", 100*fm/fexp, 100*fmax/fexp)
 			}
-			row("< 0.1% missed at 1 kHz ("+pc.mode+")", fmt.Sprintf("%.3f%% (median), worst repetition %.3f%%%s", 100*mm/exp, 100*mmax/exp, floor), 100*mmax/exp < 0.1)
+			row("< 0.1% missed at 1 kHz ("+pc.mode+")", fmt.Sprintf("%.3f%% (median), worst %.3f%%%s", 100*mm/exp, 100*mmax/exp, floor), 100*mmax/exp < 0.1)
 		}
 	}
 	for _, m := range r.Memory {
@@ -612,8 +589,7 @@ func renderTargets(r *results) string {
 			if m.FullMeasured {
 				how = "measured"
 			}
-			row("≤ 2 KiB heap per registered module at 100 000 (history of 1000)", fmt.Sprintf("%s B/module (%s; %s B/module with %d summaries held)",
-				f(m.FullHeapPerMod), how, f(m.HeapPerMod), m.Points[0].Summaries), m.FullHeapPerMod <= 2048)
+			row("≤ 2 KiB heap per registered module at 100 000 (history of 1000)", fmt.Sprintf("%s B/module (%s)", f(m.FullHeapPerMod), how), m.FullHeapPerMod <= 2048)
 		}
 	}
 	for _, m := range httpModes {
@@ -626,8 +602,8 @@ func renderTargets(r *results) string {
 				continue
 			}
 			limit := math.Max(0.10*a.idle, 100)
-			row(fmt.Sprintf("HTTP polling moves start-lag p99 by ≤ max(10%%, 100 µs) (%s, %s)", m.label(), clientNames[client]),
-				fmt.Sprintf("%s → %s µs (%s µs, %s%%; allowed %s µs)", f(a.idle), f(a.load), f(a.deltaUs), f(a.deltaPct), f(limit)), a.deltaUs <= limit)
+			row(fmt.Sprintf("HTTP clients move start-lag p99 ≤ max(10%%, 100 µs) (%s, %s)", m.label(), clientNames[client]),
+				fmt.Sprintf("%s → %s µs (change %s µs)", f(a.idle), f(a.load), f(a.deltaUs)), a.deltaUs <= limit)
 		}
 	}
 	return b.String()
@@ -636,32 +612,31 @@ func renderTargets(r *results) string {
 func renderMachine(r *results) string {
 	m := r.Machine
 	var b strings.Builder
-	fmt.Fprintf(&b, "- date: %s; commit %s\n- machine: %d CPUs (nproc; GOMAXPROCS %d), %s, Linux %s\n- Go %s; Python %s; failsafe-go v0.9.8\n",
+	fmt.Fprintf(&b, "- %s, commit %s: %d CPUs (GOMAXPROCS %d), %s, Linux %s; Go %s, Python %s, failsafe-go v0.9.8\n",
 		m.Date, m.Commit, m.NumCPU, m.GOMAXPROCS, m.CPU, m.Kernel, m.Go, m.Python)
 	if m.WakeUs > 0 {
 		end := ""
 		if m.WakeEndUs > 0 {
 			end = fmt.Sprintf(", %.1f µs at its end", m.WakeEndUs)
 		}
-		fmt.Fprintf(&b, "- waking a parked goroutine while the other CPUs idle (a channel's close after %d µs of work, median of %d; the hand-off that ends each of cycled's ticks): %.1f µs at the run's start%s\n",
-			wakeWork.Microseconds(), wakeTrials, m.WakeUs, end)
+		fmt.Fprintf(&b, "- waking a parked goroutine, the hand-off that ends each of cycled's ticks: %.1f µs at the run's start%s\n", m.WakeUs, end)
 	}
-	fmt.Fprintf(&b, "- command: `make bench-compare`, i.e. `%s` (%d repetitions%s)\n", r.Command, r.Reps, map[bool]string{true: ", -quick: development numbers", false: ""}[r.Quick])
 	var parts []string
 	for _, s := range sectionOrder {
 		if w, ok := r.Wall[s]; ok {
 			parts = append(parts, s+" "+w)
 		}
 	}
-	fmt.Fprintf(&b, "- wall time: %s (%s)\n", r.Wall["total"], strings.Join(parts, ", "))
+	fmt.Fprintf(&b, "- `make bench-compare`, %d repetitions%s: %s (%s)\n", r.Reps, map[bool]string{true: ", -quick: development numbers", false: ""}[r.Quick],
+		r.Wall["total"], strings.Join(parts, ", "))
 	var busy []string
 	for _, s := range sectionOrder {
 		if v, ok := r.Foreign[s]; ok {
-			busy = append(busy, fmt.Sprintf("%s %.0f%% (load average %s at its end)", s, v, r.Load[s]))
+			busy = append(busy, fmt.Sprintf("%s %.0f%% (load %s)", s, v, r.Load[s]))
 		}
 	}
 	if len(busy) > 0 {
-		fmt.Fprintf(&b, "- the machine is shared: other processes used, of its %d CPUs, %s\n", m.NumCPU, strings.Join(busy, "; "))
+		fmt.Fprintf(&b, "- CPU taken by other processes (load average at the end): %s\n", strings.Join(busy, ", "))
 	}
 	return b.String()
 }
@@ -752,4 +727,14 @@ func peerRatios(r *results, eng string, n int, m costMode) (a, b, c string) {
 		return ratio(x.engineOver)
 	}
 	return cell(cPlain, false), cell(cFailsafe, true), cell(cPython, true)
+}
+
+// hasMode reports whether any sample was measured in steady state m.
+func hasMode(all []costSample, m costMode) bool {
+	return slices.ContainsFunc(all, func(s costSample) bool { return modeOf(s) == m })
+}
+
+// hasContenderAt reports whether contender name was measured at n modules.
+func hasContenderAt(all []costSample, name string, n int) bool {
+	return slices.ContainsFunc(all, func(s costSample) bool { return s.Contender == name && s.N == n })
 }

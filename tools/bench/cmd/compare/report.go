@@ -517,7 +517,7 @@ func openTargets(r *results, name, suffix string, row func(target, measured stri
 	for _, n := range []int{5000, 500} {
 		if x, ok := modeOverClean(r.Cost, name, n, modeOpen); ok {
 			row(fmt.Sprintf("tick cost N=%d open 10%% ≤ %.1f × clean%s", n, openTarget, suffix),
-				fmt.Sprintf("%.3f × clean (%s µs vs %s µs)", x.ratio, f(x.mode.mean), f(x.clean.mean)),
+				fmt.Sprintf("%.3f × clean (%s vs %s µs)", x.ratio, f(x.mode.mean), f(x.clean.mean)),
 				x.ratio <= openTarget)
 		}
 	}
@@ -536,7 +536,7 @@ func costTargets(r *results, name, suffix string, row func(target, measured stri
 				continue
 			}
 			row(fmt.Sprintf("tick cost N=%d %s ≤ 0.25 × A%s", n, mode, suffix),
-				fmt.Sprintf("%s × A (%s µs vs %s µs)", f(a.engineOver), f(e.mean), f(a.mean)), a.engineOver <= 0.25)
+				fmt.Sprintf("%s × A (%s vs %s µs)", f(a.engineOver), f(e.mean), f(a.mean)), a.engineOver <= 0.25)
 			if per := e.allocs / float64(n); per > worst {
 				worst, worstAt = per, fmt.Sprintf("N=%d %s, %s allocs/tick", n, mode, f(e.allocs))
 			}
@@ -547,12 +547,12 @@ func costTargets(r *results, name, suffix string, row func(target, measured stri
 	}
 	if a, ok := aggCostOver(r.Cost, cFailsafe, name, 500, modeClean); ok {
 		// One decimal: a ratio judged against a bound must not round onto it (19.6 read "20×, missed").
-		row("≥ 20× cheaper than B at N=500"+suffix, fmt.Sprintf("B ÷ %s = %.1f×", name, 1/a.engineOver), 1/a.engineOver >= 20)
+		row("≥ 20× cheaper than B at N=500"+suffix, fmt.Sprintf("%.1f×", 1/a.engineOver), 1/a.engineOver >= 20)
 	}
 	if a, ok := aggCostOver(r.Cost, cPython, name, 500, modeClean); ok {
-		m := fmt.Sprintf("C ÷ %s = %.1f×", name, 1/a.engineOver)
+		m := fmt.Sprintf("%.1f×", 1/a.engineOver)
 		if fl, ok := aggCostOver(r.Cost, cPython, cFloor, 500, modeClean); ok && !math.IsNaN(fl.engineOver) {
-			m += fmt.Sprintf(" (C ÷ floor = %.1f×)", 1/fl.engineOver)
+			m += fmt.Sprintf(" (C ÷ floor %.1f×)", 1/fl.engineOver)
 		}
 		row("≥ 200× cheaper than C at N=500"+suffix, m, 1/a.engineOver >= 200)
 	}
@@ -614,7 +614,7 @@ func renderTargets(r *results) string {
 		}
 		if at >= 0 {
 			row(fmt.Sprintf("HTTP clients move start-lag p99 ≤ max(10%%, 100 µs) (%s)", m.label()),
-				fmt.Sprintf("most moved by %s: %s → %s µs (change %s µs)", clientNames[at], f(worst.idle), f(worst.load), f(worst.deltaUs)), all)
+				fmt.Sprintf("%s: %s → %s µs, change %s", clientNames[at], f(worst.idle), f(worst.load), f(worst.deltaUs)), all)
 		}
 	}
 	return b.String()

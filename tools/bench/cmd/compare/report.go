@@ -307,17 +307,18 @@ func floorTable(r *results) string {
 	return b.String()
 }
 
+// deadAgg is the aggregate of one contender's deadline runs over the repetitions (the raw
+// results keep the first wrong status and the hung module's concurrency).
 type deadAgg struct {
-	p50, p99, max, worst float64
-	ticks, reps, wrong   int
-	what, hung           string
-	hungMax              int64
-	overA                float64 // p99 ÷ A's p99, median of per-repetition ratios
+	p50, p99, max      float64
+	ticks, reps, wrong int
+	hung               string  // the hung module's statuses in the first repetition
+	overA              float64 // p99 ÷ A's p99, median of per-repetition ratios
 }
 
 func aggDeadline(all []deadlineSample, name string) (deadAgg, bool) {
 	var p50, p99, mx, ratios []float64
-	a := deadAgg{worst: math.Inf(-1)}
+	var a deadAgg
 	aByRep := map[int]deadlineSample{}
 	for _, s := range all {
 		if s.Contender == cPlain {
@@ -329,14 +330,9 @@ func aggDeadline(all []deadlineSample, name string) (deadAgg, bool) {
 			continue
 		}
 		p50, p99, mx = append(p50, s.P50Ms), append(p99, s.P99Ms), append(mx, s.MaxMs)
-		a.worst = math.Max(a.worst, s.MaxMs)
 		a.ticks += s.Ticks
 		a.reps++
 		a.wrong += s.Wrong
-		if a.what == "" {
-			a.what = s.WrongWhat
-		}
-		a.hungMax = max(a.hungMax, s.HungMax)
 		if a.hung == "" {
 			a.hung = s.HungStatus
 		}
@@ -427,13 +423,8 @@ type httpAgg struct {
 	missed, errs, reps                                 int
 }
 
-// Client kinds of the HTTP table.
-const (
-	clientNormal = iota
-	clientNiced
-	clientLongPoll
-)
-
+// clientNames names the kinds of client of the HTTP table, in the order of aggHTTP's
+// phases: tight loop, tight loop under nice, long poll.
 var clientNames = [...]string{"tight loop", "tight loop, nice 19", "long-polling"}
 
 func aggHTTP(all []httpResult, m httpMode, client int) (httpAgg, bool) {
@@ -713,15 +704,6 @@ func updateMarkdown(path string, rep map[string]string) error {
 // hasContender reports whether any sample is of contender name.
 func hasContender(all []costSample, name string) bool {
 	return slices.ContainsFunc(all, func(s costSample) bool { return s.Contender == name })
-}
-
-// joinInts joins xs with sep.
-func joinInts(xs []int, sep string) string {
-	parts := make([]string, len(xs))
-	for i, x := range xs {
-		parts[i] = fmt.Sprint(x)
-	}
-	return strings.Join(parts, sep)
 }
 
 // peerRatios returns the cells of a ratio row for engine contender eng: eng ÷ A, B ÷ eng and

@@ -24,7 +24,9 @@ var fromRecorder = map[string]bool{"cycled_recorder_dropped_total": true, "up": 
 
 // metricsConfig makes every metric family appear within a second: a breaker that opens
 // and closes, a last-known-good value served and then expired, a module abandoned at its
-// deadline, a tier out of budget.
+// deadline, a tier out of budget. flaky's last value (tick 2) is served only while it is
+// younger than its TTL, and never written again: a TTL of ten periods leaves late ticks on
+// a loaded machine the time to serve it before it expires.
 const metricsConfig = `
 cycle: {period: 20ms}
 tiers:
@@ -36,7 +38,7 @@ tiers:
     breaker: {failure_threshold: 1, cooldown: 40ms, half_open_successes: 1}
 modules:
   - {name: guard, tier: safety, builtin: {value: 1}}
-  - {name: flaky, tier: knowledge, ttl: 30ms, builtin: {value: 1, fail_ticks: [[3, 100000]]}}
+  - {name: flaky, tier: knowledge, ttl: 200ms, builtin: {value: 1, fail_ticks: [[3, 100000]]}}
   - {name: sleepy, tier: knowledge, builtin: {value: 1, hang: 30ms}}
 `
 

@@ -340,20 +340,14 @@ func viewIdle(t *testing.T, ctx context.Context, d *daemon) {
 	const name = "emergency_stop_controller"
 	id := d.stepTick()
 	waitFor(t, ctx, 5*time.Second, "the newest tick", heatmapIs(200, id))
-	if err := chromedp.Do(ctx, pointAtCell(199, rowOf(t, ctx, name), false)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, ctx, 5*time.Second, "idle in the tooltip", fmt.Sprintf(`(() => { const t = document.getElementById('tooltip');
+	hoverUntil(t, ctx, 199, name, "idle in the tooltip", fmt.Sprintf(`(() => { const t = document.getElementById('tooltip');
 		return !t.hidden && t.textContent.includes('tick %d · %s') && t.textContent.includes('idle: emergency-only, not in emergency mode'); })()`, id, name))
 	if tip := evalString(t, ctx, `document.getElementById('tooltip').textContent`); strings.Contains(tip, "skipped") || strings.Contains(tip, "from none") || strings.Contains(tip, "age 0 ms") {
 		t.Fatalf("tooltip = %q", tip)
 	}
 	// The camera's breaker is open (its fault in Filter): it serves its last good value, or
 	// nothing once that expired, with the age of what it had.
-	if err := chromedp.Do(ctx, pointAtCell(199, rowOf(t, ctx, "camera"), false)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, ctx, 5*time.Second, "camera's tooltip", `/camera\.result: (last good, age \d|nothing \(its last value expired, age \d)/.test(document.getElementById('tooltip').textContent)`)
+	hoverUntil(t, ctx, 199, "camera", "camera's tooltip", `/camera\.result: (last good, age \d|nothing \(its last value expired, age \d)/.test(document.getElementById('tooltip').textContent)`)
 	// The blackboard: its key (written in the emergency, expired since) is idle, not expired.
 	waitFor(t, ctx, 5*time.Second, "idle key", fmt.Sprintf(`(() => { const r = document.querySelector('#blackboard tr[data-key="%s.result"]');
 		return !!r && r.textContent.includes('idle') && !r.textContent.includes('expired') && !r.querySelector('.src-none'); })()`, name))
@@ -427,5 +421,30 @@ func viewPhone(t *testing.T, ctx context.Context) {
 	if hidden := evalString(t, ctx, `[...document.querySelectorAll('td, .ev-text')].filter((e) => {
 		const s = getComputedStyle(e); return s.overflow === 'hidden' && e.scrollWidth > e.clientWidth; }).map((e) => e.textContent).join(',')`); hidden != "" {
 		t.Fatalf("cut text: %s", hidden)
+	}
+}
+
+// hoverUntil points at the heat map's cell of module in column col until the page meets the
+// JavaScript condition js, for at most 5 s. The pointer is moved off the heat map and back
+// each round: a layout change after the page scrolled the heat map into view (the
+// timeline filling, a redraw) can move the cell away from where the pointer landed, and a
+// pointer that does not move raises no new tooltip.
+func hoverUntil(t *testing.T, ctx context.Context, col int, module, what, js string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if err := chromedp.Do(ctx, chromedp.MouseEvent("mouseMoved", 1, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := chromedp.Do(ctx, pointAtCell(col, rowOf(t, ctx, module), false)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(500*time.Millisecond), chromedp.WithPollingInterval(20*time.Millisecond)))
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s (%v); page: %s", what, err, pageState(ctx))
+		}
 	}
 }

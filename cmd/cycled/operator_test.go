@@ -73,7 +73,15 @@ func TestOperatorLongPeriodReload(t *testing.T) {
 	if st := reload("1h"); st != http.StatusOK {
 		t.Fatalf("reload to 1h: %d", st)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The hour is in force once the watchdog judges by it: it takes the shorter of the
+	// periods in force and pending, so it stays short while the change still waits.
+	inForce := time.Now().Add(5 * time.Second)
+	for h := (healthState{}); h.WatchdogMs <= 1000; {
+		if time.Now().After(inForce) {
+			t.Fatalf("a reload to 1h not in force within 5 s: /healthz %+v", h)
+		}
+		d.do("GET", "/healthz", "", &h)
+	}
 	last := waitTickOrNone(d, 0)
 	if st := reload("10ms"); st != http.StatusOK {
 		t.Fatalf("reload to 10ms: %d", st)

@@ -160,6 +160,12 @@ type state struct {
 	// module's tier (one at a time, tick after tick). Not on the worker: a worker of
 	// 288 bytes is a size class, and one more word would make it 320.
 	kept []*keptLine
+	// keptVer counts the changes to what kept says (see keptLine); written by whoever
+	// settles a tier, read by the engine at the tick's end.
+	keptVer uint64
+	// keptTiers holds, per tier, what settling its kept exceptions found (see keptTier);
+	// made on the first, written by whoever settles the tier.
+	keptTiers []keptTier
 }
 
 // degradedKey returns the key of rt with " (none)", or " (expired)", for degraded_keys.
@@ -570,6 +576,7 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 	}
 	st.tierMods = make([][]*modRT, len(st.cfg.Tiers))
 	st.exc = make([]atomic.Pointer[excList], len(st.cfg.Tiers))
+	st.kept, st.keptTiers = nil, nil // of the runtimes st had before, if any
 	for i := range st.plan.Modules { // sorted by tier: the order the runners visit them
 		pm := &st.plan.Modules[i]
 		if pm.Spec.Async {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cycled/cycled/blackboard"
+	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/clock"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
@@ -111,5 +112,84 @@ func TestOpenBreakersAllocateNoMoreThanClean(t *testing.T) {
 	clean, open := allocs(false), allocs(true)
 	if open > clean {
 		t.Fatalf("allocations per tick: %.1f with open breakers, %.1f clean", open, clean)
+	}
+}
+
+// Refused modules settled as the tick before read back from the history, compacted or
+// not, as their tick published them: also when a breaker that one of them shares moves
+// between ticks while it stays refused, so that its line changes with nothing else
+// (here an emergency-only module outside emergency mode, whose named breaker a test
+// trips and resets between ticks). Many modules, two of every ten refused, spread over
+// the runners.
+func TestKeptLinesReadBackFromHistory(t *testing.T) {
+	const n, history = 200, faultsummary.KeepWhole + 40
+	clk := clock.NewFake(time.Unix(1000, 0))
+	var lateFail atomic.Bool // from tick 40 on, one module more fails: it had values
+	regs := []Registration{reg("s", "safety", ok(0)),
+		reg("eo", "knowledge", ok(0), func(s *tiers.ModuleSpec) { s.Emergency, s.Breaker = true, "shared" })}
+	for i := range n {
+		var m tiers.Module = ok(i)
+		switch {
+		case i%10 == 3 || i%10 == 7:
+			m = failing(fault.Transient(errors.New("down")))
+		case i == 101:
+			m = switchable(&lateFail, fault.Transient(errors.New("down")), i)
+		}
+		regs = append(regs, reg(fmt.Sprintf("m%03d", i), []string{"knowledge", "planning"}[i%2], m))
+	}
+	e := newEngine(t, Config{Tiers: oneAttemptTiers(), History: history,
+		Breakers: map[string]breaker.Settings{"shared": {FailureThreshold: 1, Cooldown: time.Hour}}}, regs, WithClock(clk))
+	shared, _ := e.breakers.Get("shared")
+	var published []*faultsummary.Summary
+	for i := range history {
+		switch i {
+		case 20: // between ticks: the shared breaker opens, then closes
+			shared.Failure(shared.Acquire(), fault.KindTransient)
+		case 30:
+			if err := e.ResetBreaker("shared"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lateFail.Store(i >= 40)
+		s := tick(t, e)
+		published = append(published, s)
+		// degraded_keys lists, in line order, the key of every degraded module serving
+		// nothing (" (none)") or its last value.
+		var keys []string
+		for j := range s.NumModules() {
+			switch m := s.ModuleAt(j); {
+			case m.Status.Nominal():
+			case m.Served.Source == blackboard.None:
+				keys = append(keys, m.Served.Key+" (none)")
+			case m.Served.Source == blackboard.LastGood:
+				keys = append(keys, m.Served.Key)
+			}
+		}
+		if !slices.Equal(s.DegradedKeys, keys) {
+			t.Fatalf("tick %d: degraded keys\n%q\nwant\n%q", s.TickID, s.DegradedKeys, keys)
+		}
+		want := map[int]string{20: "open", 30: "closed"}
+		if c, ok := want[i]; ok && mod(t, s, "eo").CircuitState != c {
+			t.Fatalf("tick %d: eo's circuit %s, want %s", s.TickID, mod(t, s, "eo").CircuitState, c)
+		}
+	}
+	for _, p := range published {
+		got, ok := e.History().Get(p.TickID)
+		if !ok {
+			t.Fatalf("tick %d left the history", p.TickID)
+		}
+		if !slices.Equal(got.DegradedKeys, p.DegradedKeys) {
+			t.Fatalf("tick %d: degraded keys %q read back, %q published", p.TickID, got.DegradedKeys, p.DegradedKeys)
+		}
+		for i := range p.NumModules() {
+			if want := p.ModuleAt(i); want.Status != faultsummary.StatusOK { // compaction rebuilds plain lines without latency
+				if m := got.ModuleAt(i); m != want {
+					t.Fatalf("tick %d (compacted %v): line %d read back\n%+v\npublished\n%+v", p.TickID, got.Compacted, i, m, want)
+				}
+			}
+		}
+	}
+	if got, _ := e.History().Get(published[0].TickID); !got.Compacted {
+		t.Fatal("the oldest tick was not compacted: the test compares nothing it means to")
 	}
 }

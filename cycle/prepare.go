@@ -115,5 +115,6 @@ func (e *Engine) publish(st *state) {
 func (st *state) unprepared() *state {
 	cp := *st
 	cp.tierMods, cp.lines, cp.brs, cp.carry, cp.degraded, cp.async, cp.resil = nil, nil, nil, nil, nil, nil, nil
+	cp.kept, cp.keptTiers = nil, nil
 	return &cp
 }

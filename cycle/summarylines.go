@@ -32,6 +32,14 @@ type tickLines struct {
 
 	exHint int // the extras the last tick had: ex is made with that capacity
 
+	// keptN counts the lines settled as kept (lineNothing); kver is state.keptVer at the
+	// tick's end, and steady reports that no breaker moved during the tick (the lines'
+	// circuits are those seen at admission). Written by whoever settles a tier, and by the
+	// engine at the tick's end; see SameNotPlain.
+	keptN  int
+	kver   uint64
+	steady bool
+
 	degraded atomic.Bool // a line's status is not nominal (see judged)
 }
 
@@ -62,6 +70,7 @@ const (
 	lineDerived             // … from a stale input (served.derived_from_stale)
 	lineProbe               // it ran as a half-open probe
 	lineFailed              // its run ended with an error
+	lineNothing             // refused and settled as the tick before: serves nothing, its error is its cause's (see keptLine)
 )
 
 // outcome returns the facts of the line's outcome, for the verdict.
@@ -213,6 +222,17 @@ func (l *tickLines) SameLine(prev faultsummary.Lines, i int) bool {
 	return x.served == 0 && y.served == 0 && *x == *y
 }
 
+// SameNotPlain reports whether the n lines that are not plain successes are each the
+// line at the same position of prev (faultsummary.SteadyLines), the lines of an earlier
+// tick whose n such lines are at the same positions: when every one of them, in both
+// ticks, was settled as kept, with no breaker moving during either tick, and nothing kept
+// changed between the ends of the two ticks. A kept line is made from its keptLine and
+// the circuit seen at admission, which applyKept compares with the keptLine's.
+func (l *tickLines) SameNotPlain(prev faultsummary.Lines, n int) bool {
+	p, ok := prev.(*tickLines)
+	return ok && p.st == l.st && l.steady && p.steady && l.kver == p.kver && l.keptN == n && p.keptN == n
+}
+
 // sameFacts reports whether r and o are equal but for their extras' index.
 func (r *lineRec) sameFacts(o *lineRec) bool {
 	return r.latency == o.latency && r.seq == o.seq && r.written == o.written && r.attempts == o.attempts &&
@@ -229,6 +249,13 @@ func (l *tickLines) Line(i int, m *faultsummary.Module) {
 		Breaker: rt.breakerName(), CircuitState: r.circuit.String(), Served: faultsummary.Served{Key: rt.key}}
 	if r.kind != fault.KindNone {
 		m.FaultKind = r.kind.String()
+	}
+	if r.flags&lineNothing != 0 {
+		if err := r.cause.Err(); err != nil {
+			m.Error = err.Error()
+		}
+		m.Served.Source = blackboard.None
+		return
 	}
 	if r.ex != 0 {
 		x := &l.ex[r.ex-1]

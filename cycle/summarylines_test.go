@@ -159,3 +159,38 @@ func TestLineRecSameFacts(t *testing.T) {
 		}
 	}
 }
+
+// SameNotPlain answers for the lines of two ticks only when each tick's lines that are
+// not plain are all kept lines (keptN of n), neither tick saw a breaker move, and nothing
+// kept changed between their ends (kver); else the compaction compares lines.
+func TestSameNotPlain(t *testing.T) {
+	st, other := &state{}, &state{}
+	base := func() *tickLines { return &tickLines{st: st, keptN: 4, kver: 9, steady: true} }
+	cases := []struct {
+		name string
+		edit func(cur, prev *tickLines)
+		n    int
+		want bool
+	}{
+		{"all kept, steady, same version", func(cur, prev *tickLines) {}, 4, true},
+		{"a line not plain that is not kept", func(cur, prev *tickLines) {}, 5, false},
+		{"the earlier tick had one not kept", func(cur, prev *tickLines) { prev.keptN = 3 }, 4, false},
+		{"a breaker moved during the tick", func(cur, prev *tickLines) { cur.steady = false }, 4, false},
+		{"a breaker moved during the earlier tick", func(cur, prev *tickLines) { prev.steady = false }, 4, false},
+		{"what is kept changed in between", func(cur, prev *tickLines) { cur.kver = 10 }, 4, false},
+		{"another configuration", func(cur, prev *tickLines) { prev.st = other }, 4, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cur, prev := base(), base()
+			c.edit(cur, prev)
+			if got := cur.SameNotPlain(prev, c.n); got != c.want {
+				t.Fatalf("SameNotPlain = %v, want %v", got, c.want)
+			}
+		})
+	}
+	var lines faultsummary.Lines = base()
+	if _, ok := lines.(faultsummary.SteadyLines); !ok {
+		t.Fatal("tickLines does not answer faultsummary.SteadyLines")
+	}
+}

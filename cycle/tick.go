@@ -185,7 +185,8 @@ func (e *Engine) runTiers(ctx context.Context, st *state, s *faultsummary.Summar
 func (e *Engine) circuits(st *state, s *faultsummary.Summary, tl *tickLines, transitionsBefore uint64) {
 	ver, snap, open, half := e.circ.snapshot()
 	s.OpenCircuits, s.HalfOpenCircuits = open, half
-	if ver == transitionsBefore {
+	tl.kver = st.keptVer
+	if tl.steady = ver == transitionsBefore; tl.steady {
 		return
 	}
 	for i := range tl.recs {
@@ -266,9 +267,11 @@ func (tr *tierRun) settle(late []int32, timedOut bool) (tierOutcome, time.Time) 
 	tr.ctx.stop()
 	tEnd := tr.e.clock.Now()
 	exc := tr.exceptions(late)
-	slices.Sort(exc)
-	for _, j := range exc {
-		tr.settleModule(&out, int(j), tEnd)
+	sortExceptions(exc)
+	if !tr.settleKeptTier(&out, exc) {
+		for _, j := range exc {
+			tr.settleModule(&out, j, tEnd)
+		}
 	}
 	ts.ElapsedMs = blackboard.Millis(tEnd.Sub(tr.start))
 	if timedOut || tr.budgetExhausted.Load() {

@@ -1,9 +1,11 @@
 package cycle
 
 import (
+	"slices"
 	"time"
 
 	"github.com/cycled/cycled/blackboard"
+	"github.com/cycled/cycled/breaker"
 	"github.com/cycled/cycled/cycle/decide"
 	"github.com/cycled/cycled/fault"
 	"github.com/cycled/cycled/faultsummary"
@@ -73,14 +75,22 @@ func (e *Engine) serve(s *faultsummary.Summary, tl *tickLines, rt *modRT, ti int
 }
 
 // settleModule applies the verdict on module j of tr, an exception, and adds it to out.
-func (tr *tierRun) settleModule(out *tierOutcome, j int, tEnd time.Time) {
+// An exception marked keptExc was settled as the tick before by the runner that refused
+// it (see keptInline): only what the tier lists in order is left.
+func (tr *tierRun) settleModule(out *tierOutcome, j int32, tEnd time.Time) {
+	if j&keptExc != 0 {
+		rt := tr.mods[j&^keptExc]
+		tr.listKept(out, tr.seg.st.kept[rt.idx], int(j&^keptExc))
+		return
+	}
 	rt := tr.mods[j]
 	ln := &tr.seg.tl.recs[rt.idx]
 	if k := tr.seg.st.keptLine(rt); k != nil && k.repeats(rt, ln) {
-		tr.settleKept(out, rt, ln, k, j)
+		tr.applyKept(rt, ln, k)
+		tr.listKept(out, k, int(j))
 		return
 	}
-	tr.settleFull(out, rt, ln, j, tEnd)
+	tr.settleFull(out, rt, ln, int(j), tEnd)
 }
 
 // settleFull judges module j of tr, rt with line ln, applies the verdict and adds it to
@@ -120,7 +130,7 @@ func (tr *tierRun) settleFull(out *tierOutcome, rt *modRT, ln *lineRec, j int, t
 		}
 	}
 	out.Add(v, j)
-	seg.st.keep(rt, o, v, errText, s.DegradedKeys)
+	seg.st.keep(rt, ln, o, v, s.DegradedKeys)
 }
 
 // keptLine is what settling a refused module found, kept for the ticks after it while
@@ -128,14 +138,21 @@ func (tr *tierRun) settleFull(out *tierOutcome, rt *modRT, ln *lineRec, j int, t
 // policy (a reload makes new runtimes, without it), and a key never written, which
 // serves nothing and does not age. Such a module (a breaker that stays open on a module
 // that never had a value, one not due, shed or rejected tick after tick) is then settled
-// without judging it again, looking its key up or making its served entry: only its line
-// and its board entry for the tick are written.
+// without judging it again, looking its key up or making its served entry: the runner
+// that refuses it writes its line and its board entry for the tick (keptInline), and the
+// tier's settling lists its degraded key and adds its verdict (listKept), or repeats
+// those of the tick before for the whole tier (keptTier).
+//
+// A kept line needs no extras: it serves nothing and its error is its cause's
+// (lineNothing). Every change to what is kept (a keptLine made, dropped, or listed
+// differently; the circuit its lines show) adds to state.keptVer, so that equal versions
+// at the end of two ticks mean their kept lines are the same (see tickLines.SameNotPlain).
 type keptLine struct {
 	rt      *modRT // the runtime it was found under
 	out     decide.Outcome
 	v       decide.Verdict
-	errText string
-	deg     string // its entry in degraded_keys; "": not listed
+	deg     string        // its entry in degraded_keys; "": not listed
+	circuit breaker.State // the circuit its last kept line showed; written by whoever settles it
 }
 
 // keptLine returns what st keeps of rt's last settling (nil: nothing).
@@ -146,31 +163,32 @@ func (st *state) keptLine(rt *modRT) *keptLine {
 	return st.kept[rt.idx]
 }
 
-// keep keeps what settling rt found (o judged v, errText; keys is degraded_keys after
+// keep keeps what settling rt found (o judged v, on line ln; keys is degraded_keys after
 // it), if it may be kept: a refusal other than busy (whose facts change with every tick
 // it stays busy) that records nothing on the breaker and fails no safety check, on a key
-// never written. Otherwise it keeps nothing: the next tick settles rt in full. Unwritten
-// is asked after serving, so that a write meanwhile is seen: a key unwritten now was
-// unwritten when it was served (nothing).
-func (st *state) keep(rt *modRT, o decide.Outcome, v decide.Verdict, errText string, keys []string) {
+// never written, whose error is its cause's alone. Otherwise it keeps nothing: the next
+// tick settles rt in full. Unwritten is asked after serving, so that a write meanwhile is
+// seen: a key unwritten now was unwritten when it was served (nothing).
+func (st *state) keep(rt *modRT, ln *lineRec, o decide.Outcome, v decide.Verdict, keys []string) {
 	if o != (decide.Outcome{Refusal: o.Refusal}) || o.Refusal == decide.NotRefused || o.Refusal == decide.StillBusy || v.Serve == decide.Live ||
-		v.Breaker != decide.Release || v.SafetyFailure || !rt.lslot.Unwritten() {
-		if st.kept != nil {
+		v.Breaker != decide.Release || v.SafetyFailure || v.Cause == decide.CauseRun || !rt.lslot.Unwritten() {
+		if st.kept != nil && st.kept[rt.idx] != nil {
 			st.kept[rt.idx] = nil
+			st.keptVer++
 		}
 		return
 	}
 	if st.kept == nil {
 		st.kept = make([]*keptLine, len(st.lines))
 	}
-	k := st.kept[rt.idx]
-	if k == nil || k.rt != rt || k.out != o {
-		k = &keptLine{rt: rt, out: o, v: v, errText: errText}
-		st.kept[rt.idx] = k
-	}
-	k.deg = ""
+	deg := ""
 	if v.Serve != decide.Kept {
-		k.deg = keys[len(keys)-1]
+		deg = keys[len(keys)-1]
+	}
+	k := st.kept[rt.idx]
+	if k == nil || k.rt != rt || k.out != o || k.deg != deg || k.circuit != ln.circuit {
+		st.kept[rt.idx] = &keptLine{rt: rt, out: o, v: v, deg: deg, circuit: ln.circuit}
+		st.keptVer++
 	}
 }
 
@@ -182,18 +200,86 @@ func (k *keptLine) repeats(rt *modRT, ln *lineRec) bool {
 		ln.kind == fault.KindNone && ln.flags == 0 && rt.lslot.Unwritten()
 }
 
-// settleKept settles module j of tr, rt, as the tick before did: k says how.
-func (tr *tierRun) settleKept(out *tierOutcome, rt *modRT, ln *lineRec, k *keptLine, j int) {
-	s, tl := tr.seg.s, tr.seg.tl
-	ln.kind, ln.cause = k.v.Kind, k.v.Cause
-	tl.judged(ln, k.v.Status)
-	x := tl.extra(int(rt.idx))
-	x.err, x.hasServed = k.errText, true // served nothing (see tickLines.serveEntry)
-	if k.deg != "" {
-		s.DegradedKeys = append(s.DegradedKeys, k.deg)
+// keptInline settles module rt, refused with line ln, as the tick before did if k says
+// how and its circuit is the one k saw, and reports whether it did. The runner that
+// refused it calls it, with the module's data at hand; the tier's settling then lists it
+// (listKept). It writes only what belongs to rt, so runners call it for their modules at
+// once; a circuit that moved is left to the settling, which counts the change.
+func (tr *tierRun) keptInline(rt *modRT, ln *lineRec) bool {
+	k := tr.seg.st.keptLine(rt)
+	if k == nil || ln.circuit != k.circuit || !k.repeats(rt, ln) {
+		return false
 	}
+	tr.writeKept(rt, ln, k)
+	return true
+}
+
+// applyKept is keptInline for the goroutine that settles the tier.
+func (tr *tierRun) applyKept(rt *modRT, ln *lineRec, k *keptLine) {
+	if ln.circuit != k.circuit {
+		k.circuit = ln.circuit
+		tr.seg.st.keptVer++
+	}
+	tr.writeKept(rt, ln, k)
+}
+
+// writeKept writes line ln of rt as k says, and rt's board entry for the tick (nothing).
+func (tr *tierRun) writeKept(rt *modRT, ln *lineRec, k *keptLine) {
+	ln.kind, ln.cause, ln.flags = k.v.Kind, k.v.Cause, lineNothing
+	tr.l.judged(ln, k.v.Status)
 	tr.e.board.Set(rt.bslot, tr.tier, blackboard.Entry{Key: rt.key, Module: rt.name, Source: blackboard.None})
+}
+
+// listKept adds the verdict of kept module j to out and its degraded key to the summary.
+func (tr *tierRun) listKept(out *tierOutcome, k *keptLine, j int) {
+	if k.deg != "" {
+		tr.seg.s.DegradedKeys = append(tr.seg.s.DegradedKeys, k.deg)
+	}
 	out.Add(k.v, j)
+	tr.seg.tl.keptN++
+}
+
+// keptTier is what settling a tier whose exceptions were all kept modules found (see
+// settleKeptTier): the next run of the tier with the same exceptions, nothing kept having
+// changed meanwhile, adds the same verdicts and lists the same degraded keys.
+type keptTier struct {
+	exc []int32 // the exceptions, sorted
+	ver uint64  // state.keptVer when they were listed
+	res decide.TierResult
+	deg []string // the degraded keys they listed, in order
+}
+
+// settleKeptTier settles exc, tr's exceptions, sorted, if every one of them is a kept
+// module's (keptExc), and reports whether it did: as the tier's run before did, when its
+// exceptions were the same and nothing kept changed since, without reading a module's
+// data; else one by one, remembering what they added for the next run.
+func (tr *tierRun) settleKeptTier(out *tierOutcome, exc []int32) bool {
+	if len(exc) == 0 {
+		return false
+	}
+	for _, j := range exc {
+		if j&keptExc == 0 {
+			return false
+		}
+	}
+	st, s := tr.seg.st, tr.seg.s
+	if st.keptTiers == nil {
+		st.keptTiers = make([]keptTier, len(st.cfg.Tiers))
+	}
+	kt, ver := &st.keptTiers[tr.tier], st.keptVer
+	if kt.ver == ver && kt.exc != nil && slices.Equal(kt.exc, exc) {
+		out.TierResult = kt.res
+		s.DegradedKeys = append(s.DegradedKeys, kt.deg...)
+		tr.seg.tl.keptN += len(exc)
+		return true
+	}
+	d := len(s.DegradedKeys)
+	for _, j := range exc {
+		tr.settleModule(out, j, time.Time{})
+	}
+	kt.exc, kt.ver, kt.res = append(kt.exc[:0], exc...), ver, out.TierResult
+	kt.deg = append(kt.deg[:0], s.DegradedKeys[d:]...)
+	return true
 }
 
 // record puts the verdict's breaker event on the module's breaker. A success was recorded

@@ -1,10 +1,12 @@
 package cycle
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -122,14 +124,16 @@ type tierRun struct {
 
 	closed          atomic.Bool // set by the engine at the deadline: runners stop claiming
 	budgetExhausted atomic.Bool
-	dispatched      atomic.Bool             // a module runs on its own goroutine (see stallWatch)
-	exc             atomic.Pointer[excList] // the modules left as exceptions; made at the first
-	excN            atomic.Int32
+	dispatched      atomic.Bool // a module runs on its own goroutine (see stallWatch)
 
 	lastProgress atomic.Int64 // modules finished at the last stall check (see watchStall)
 
-	// The counters live on their own cache lines: runners on different cores hit them.
-	_        [64]byte
+	// The counters live on their own cache lines: runners on different cores hit them,
+	// and a write to one must not evict the fields above, which every run reads.
+	_    [64]byte
+	exc  atomic.Pointer[excList] // the modules left as exceptions; made at the first
+	excN atomic.Int32
+	_    [52]byte
 	next     atomic.Int64 // index of the next module to claim
 	chunk    atomic.Int64 // modules a claim takes after the first (0: claimChunk); see scale
 	_        [48]byte
@@ -435,7 +439,19 @@ func (tr *tierRun) admit(n int64) {
 	}
 }
 
-// exception leaves module j to the engine.
+// keptExc marks an exception settled by its runner as the tick before (see keptInline).
+const keptExc = 1 << 30
+
+// sortExceptions sorts exceptions by their module, marked or not. The mark is a high bit:
+// a list all marked or all unmarked (a tier's usual list) sorts as plain numbers.
+func sortExceptions(exc []int32) {
+	slices.Sort(exc)
+	if len(exc) > 1 && exc[0]&keptExc == 0 && exc[len(exc)-1]&keptExc != 0 {
+		slices.SortFunc(exc, func(a, b int32) int { return cmp.Compare(a&^keptExc, b&^keptExc) })
+	}
+}
+
+// exception leaves module j (marked keptExc or not) to the engine.
 func (tr *tierRun) exception(j int) {
 	n := tr.excN.Add(1) - 1
 	x := tr.exc.Load()
@@ -761,7 +777,11 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 	}
 	// Recorded before Done: the engine taking the tier at its deadline waits for modules
 	// being admitted, then reads the exceptions, and must find this one among them.
-	tr.exception(j)
+	if tr.keptInline(rt, ln) {
+		tr.exception(j | keptExc)
+	} else {
+		tr.exception(j)
+	}
 	if busy != 0 {
 		// Busy: the late run may clear its bit meanwhile.
 		w.swapPhase(func(old uint64) uint64 { return phase(tr.tick, phDone) | phaseBusy(old) })

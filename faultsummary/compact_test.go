@@ -348,3 +348,75 @@ func TestHistorySharesRepeatedLines(t *testing.T) {
 		}
 	}
 }
+
+// steadyLines is sliceLines whose producer answers SteadyLines with steady, and counts the
+// lines the compaction compares one by one (SameLines, answering that it does not know).
+type steadyLines struct {
+	sliceLines
+	steady   bool
+	asked    *int
+	compared *int
+}
+
+func (l steadyLines) SameNotPlain(prev Lines, n int) bool {
+	*l.asked++
+	return l.steady
+}
+
+func (l steadyLines) SameLine(prev Lines, i int) bool {
+	*l.compared++
+	return false
+}
+
+// A producer that can tell that its lines that are not plain successes repeat those of
+// the summary compacted before (SteadyLines) spares the compaction every line: it
+// compares none and shares the kept lines. One that cannot has each kept line compared.
+// Either way every summary reads back as appended.
+func TestHistoryAsksSteadyLinesFirst(t *testing.T) {
+	id := new(int)
+	for _, steady := range []bool{true, false} {
+		t.Run(fmt.Sprintf("steady=%v", steady), func(t *testing.T) {
+			asked, compared := 0, 0
+			const n = KeepWhole + 6
+			h := NewHistory(n)
+			var orig []*Summary
+			for tick := uint64(1); tick <= n; tick++ {
+				s := compactFixture(tick, 20)
+				ms := slices.Clone(s.Modules())
+				for i := range ms {
+					if ms[i].Status == StatusFailed { // the fixture's rotating failure: made plain
+						ms[i] = compactFixture(tick+1, 20).Modules()[i]
+					}
+				}
+				for _, i := range []int{3, 11} { // two lines refused tick after tick
+					ms[i] = Module{Name: ms[i].Name, Tier: "t", Breaker: ms[i].Breaker, Status: StatusOpen, CircuitState: "open",
+						Served: Served{Key: ms[i].Served.Key, Source: blackboard.None}}
+				}
+				s.SetLines(steadyLines{sliceLines: sliceLines{ms: ms, id: id}, steady: steady, asked: &asked, compared: &compared})
+				orig = append(orig, s)
+				h.Append(s)
+			}
+			compactions := n - KeepWhole
+			switch {
+			case steady && (compared != 0 || asked != compactions-1):
+				t.Fatalf("steady lines: asked %d times, %d lines compared; want %d, none", asked, compared, compactions-1)
+			case !steady && compared != 2*(compactions-1):
+				t.Fatalf("lines not known steady: %d lines compared, want %d", compared, 2*(compactions-1))
+			}
+			h.mu.RLock()
+			c1, c2 := h.ring[0], h.ring[1]
+			h.mu.RUnlock()
+			if !c1.Compacted || len(c1.lines) != 2 || &c1.lines[0] != &c2.lines[0] {
+				t.Fatalf("compaction: %v, %d lines kept, shared %v", c1.Compacted, len(c1.lines), len(c2.lines) > 0 && &c1.lines[0] == &c2.lines[0])
+			}
+			for tick := uint64(1); tick <= uint64(compactions); tick++ {
+				got, _ := h.Get(tick)
+				for _, i := range []int{3, 11} {
+					if m := got.Modules()[i]; m != orig[tick-1].Modules()[i] {
+						t.Fatalf("tick %d: line %+v, want %+v", tick, m, orig[tick-1].Modules()[i])
+					}
+				}
+			}
+		})
+	}
+}

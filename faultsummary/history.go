@@ -184,6 +184,11 @@ func (h *History) sameKept(s *Summary, kept []int32) bool {
 	if !slices.Equal(kept, h.lastIdx) {
 		return false
 	}
+	if h.lastSrc != nil {
+		if st, ok := s.src.(SteadyLines); ok && st.SameNotPlain(h.lastSrc, len(kept)) {
+			return true
+		}
+	}
 	same, _ := s.src.(SameLines)
 	if h.lastSrc == nil {
 		same = nil
@@ -209,6 +214,16 @@ type SameLines interface {
 	// SameLine reports whether line i is line i of prev, a line that serves no value
 	// (false: it is not, or it is not known to be).
 	SameLine(prev Lines, i int) bool
+}
+
+// SteadyLines is implemented by Lines that can tell at once that all their lines that are
+// not plain successes are those of other Lines from the same producer: the compaction of
+// a steady state of failures then looks at no line.
+type SteadyLines interface {
+	// SameNotPlain reports whether the n lines that are not plain successes are each the
+	// line at the same position of prev, whose n such lines are at the same positions
+	// (false: they are not, or it is not known).
+	SameNotPlain(prev Lines, n int) bool
 }
 
 // sameLine reports whether a and b are the same line. A line that serves a value is never

@@ -82,11 +82,11 @@ type Entry struct {
 	Stale bool
 	// Expired reports that a value existed but outlived its TTL: nothing is served.
 	Expired bool
-	// Age is how old the value is at the tick's start (zero for live values).
-	Age time.Duration
 	// DerivedFromStale reports a live value whose module read a stale or expired input (or
 	// one itself derived from stale data) in this tick.
 	DerivedFromStale bool
+	// Age is how old the value is at the tick's start (zero for live values).
+	Age time.Duration
 }
 
 // Degraded reports whether a reader should treat the entry as not fresh.

@@ -320,10 +320,11 @@ type Breaker struct {
 	open      atomic.Uint64
 	openUntil atomic.Int64
 
-	// Two small locked fields fill the padding after peek (a breaker per module: at 100 000
+	// Small locked fields fill the padding after peek (a breaker per module: at 100 000
 	// modules, 16 bytes less per breaker moves it into a smaller size class).
 	state      State // guarded by mu
 	delivering bool  // guarded by mu; a goroutine is delivering pending transitions
+	opened     bool  // guarded by mu; openedAt is set (the breaker opened since it last closed)
 
 	settings  Settings    // immutable after New; defaults applied
 	clock     clock.Clock // immutable after New
@@ -334,12 +335,12 @@ type Breaker struct {
 	gen            uint64        // guarded by mu; bumped on every transition and on Reset
 	consecutive    int           // guarded by mu
 	probeSeq       uint64        // guarded by mu; last probe sequence number handed out
-	probes         []uint64      // guarded by mu; sequence numbers of the probes in flight
+	probes         *[]uint64     // guarded by mu; sequence numbers of the probes in flight (nil: none yet)
 	probeSuccesses int           // guarded by mu
 	totalFailures  uint64        // guarded by mu
 	totalSuccesses uint64        // guarded by mu
 	transitions    uint64        // guarded by mu
-	openedAt       time.Time     // guarded by mu; zero while closed
+	openedAt       int64         // guarded by mu; when it last opened, as a duration since epoch (see opened)
 	pending        *[]Transition // guarded by mu; transitions not yet delivered to listeners (nil: none)
 	win            *window       // guarded by mu; the rate kind's window, nil for Consecutive
 }
@@ -443,12 +444,17 @@ func (b *Breaker) Acquire() Permit {
 		}
 		fallthrough
 	case HalfOpen:
-		if len(b.probes) >= b.settings.HalfOpenProbes {
+		if b.probesInFlight() >= b.settings.HalfOpenProbes {
 			p = Permit{kind: Refused, gen: b.gen}
 			break
 		}
 		b.probeSeq++
-		b.probes = append(b.probes, b.probeSeq)
+		if b.probes == nil {
+			// Behind a pointer, made at the first probe: most breakers never half-open,
+			// and a slice's three words would take a breaker past its size class.
+			b.probes = new([]uint64)
+		}
+		*b.probes = append(*b.probes, b.probeSeq)
 		p = Permit{kind: Probe, gen: b.gen, seq: b.probeSeq}
 	}
 	b.unlock()
@@ -566,13 +572,15 @@ func (b *Breaker) Snapshot() Snapshot {
 		Name:                b.settings.Name,
 		State:               b.state,
 		ConsecutiveFailures: b.consecutive,
-		ProbesInFlight:      len(b.probes),
+		ProbesInFlight:      b.probesInFlight(),
 		ProbeSuccesses:      b.probeSuccesses,
 		TotalFailures:       b.totalFailures,
 		TotalSuccesses:      b.totalSuccesses + b.fastSucc.Load(),
 		Transitions:         b.transitions,
-		OpenedAt:            b.openedAt,
 		Settings:            b.settings,
+	}
+	if b.opened {
+		s.OpenedAt = b.epoch.Add(time.Duration(b.openedAt))
 	}
 	if b.win != nil {
 		s.WindowTicks, s.WindowFailures = b.win.n, b.win.failures
@@ -592,7 +600,7 @@ func (b *Breaker) Reset() {
 	} else {
 		b.gen++
 		b.consecutive = 0
-		b.probes = b.probes[:0]
+		b.clearProbes()
 		b.probeSuccesses = 0
 		if b.win != nil {
 			b.win.clear()
@@ -612,21 +620,40 @@ func (b *Breaker) currentLocked(p Permit) bool {
 	if p.kind != Probe {
 		return true
 	}
-	i := slices.Index(b.probes, p.seq)
+	if b.probes == nil {
+		return false
+	}
+	ps := *b.probes
+	i := slices.Index(ps, p.seq)
 	if i < 0 {
 		return false
 	}
-	last := len(b.probes) - 1
-	b.probes[i] = b.probes[last]
-	b.probes = b.probes[:last]
+	last := len(ps) - 1
+	ps[i] = ps[last]
+	*b.probes = ps[:last]
 	return true
+}
+
+// probesInFlight returns how many probes are in flight; the caller holds mu.
+func (b *Breaker) probesInFlight() int {
+	if b.probes == nil {
+		return 0
+	}
+	return len(*b.probes)
+}
+
+// clearProbes forgets the probes in flight; the caller holds mu.
+func (b *Breaker) clearProbes() {
+	if b.probes != nil {
+		*b.probes = (*b.probes)[:0]
+	}
 }
 
 // halfOpenIfDueLocked half-opens an open breaker whose cooldown has elapsed and reports
 // whether it did.
 func (b *Breaker) halfOpenIfDueLocked() bool {
 	now := b.clock.Now()
-	if now.Sub(b.openedAt) < b.settings.Cooldown {
+	if now.Sub(b.epoch)-time.Duration(b.openedAt) < b.settings.Cooldown {
 		return false
 	}
 	b.transitionLocked(HalfOpen, reasonCooldown, now)
@@ -642,7 +669,7 @@ func (b *Breaker) transitionLocked(to State, reason string, now time.Time) {
 	defer b.syncFastLocked()
 	b.gen++
 	b.transitions++
-	b.probes = b.probes[:0]
+	b.clearProbes()
 	b.probeSuccesses = 0
 	b.open.Store(0)
 	if b.win != nil {
@@ -650,11 +677,11 @@ func (b *Breaker) transitionLocked(to State, reason string, now time.Time) {
 	}
 	switch to {
 	case Open:
-		b.openedAt = now
-		b.openUntil.Store(int64(now.Sub(b.epoch) + b.settings.Cooldown))
+		b.openedAt, b.opened = int64(now.Sub(b.epoch)), true
+		b.openUntil.Store(b.openedAt + int64(b.settings.Cooldown))
 		b.open.Store(b.gen<<1 | 1)
 	case Closed:
-		b.openedAt = time.Time{}
+		b.openedAt, b.opened = 0, false
 		b.consecutive = 0
 	}
 	if len(b.listeners) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,7 +140,9 @@ type state struct {
 	// lines (see asyncBook).
 	async []*tiers.PlannedModule
 
-	brs map[string]*breaker.Breaker // the breakers the registry holds while st is in force
+	// named holds the named breakers of st's configuration, used by a module or not; the
+	// other breakers st holds are its modules' own (see breakers).
+	named map[string]*breaker.Breaker
 
 	// What installing st at a tick boundary still changes in the engine's shared stores, as
 	// prepared off the tick path (Engine.prepare); nil once st is installed.
@@ -187,13 +190,13 @@ func (st *state) degradedKey(rt *modRT, expired bool) string {
 
 // regRef is what a state keeps of a registration besides its spec, which it keeps once,
 // in the plan (a second copy is memory per module that large cycles feel): the plan fills in the tier
-// of a module placed by depends_on, so the tier as registered is kept apart.
+// of a module placed by depends_on, so whether it was registered without one is kept apart.
 type regRef struct {
-	plan   int // index in plan.Modules
+	plan   int32 // index in plan.Modules
+	noTier bool  // registered without a tier (placed by depends_on)
 	id     uint64
 	module tiers.Module
 	origin Origin
-	tier   string
 }
 
 // registration returns the registration of module name as it was registered.
@@ -203,7 +206,9 @@ func (st *state) registration(name string) (Registration, bool) {
 		return Registration{}, false
 	}
 	spec := st.plan.Modules[ref.plan].Spec
-	spec.Tier = ref.tier
+	if ref.noTier {
+		spec.Tier = ""
+	}
 	return Registration{Spec: spec, Module: ref.module, Origin: ref.origin, id: ref.id}, true
 }
 
@@ -386,14 +391,16 @@ func (e *Engine) buildState(cfg Config, mods []Registration) (*state, error) {
 		return nil, err
 	}
 	c := cfg.withDefaults()
-	st := &state{cfg: c, plan: plan, regs: make(map[string]regRef, len(mods))}
+	// Sized once, as the slices below: a state is held while it is in force, and a slice
+	// grown by appending keeps up to a quarter more than its length.
+	st := &state{cfg: c, plan: plan, regs: make(map[string]regRef, len(mods)), order: make([]string, 0, len(mods))}
 	for _, m := range mods {
-		st.regs[m.Spec.Name] = regRef{id: e.identify(m), module: m.Module, origin: m.Origin, tier: m.Spec.Tier}
+		st.regs[m.Spec.Name] = regRef{id: e.identify(m), module: m.Module, origin: m.Origin, noTier: m.Spec.Tier == ""}
 		st.order = append(st.order, m.Spec.Name)
 	}
 	for i := range plan.Modules {
 		ref := st.regs[plan.Modules[i].Spec.Name]
-		ref.plan = i
+		ref.plan = int32(i)
 		st.regs[plan.Modules[i].Spec.Name] = ref
 	}
 	st.skip = make([]bool, len(c.Tiers))
@@ -575,6 +582,15 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 		want[name] = s
 	}
 	st.tierMods = make([][]*modRT, len(st.cfg.Tiers))
+	perTier := make([]int, len(st.cfg.Tiers))
+	for i := range st.plan.Modules {
+		if pm := &st.plan.Modules[i]; !pm.Spec.Async {
+			perTier[pm.TierIndex]++
+		}
+	}
+	for ti, n := range perTier {
+		st.tierMods[ti] = make([]*modRT, 0, n)
+	}
 	st.exc = make([]atomic.Pointer[excList], len(st.cfg.Tiers))
 	st.kept, st.keptTiers = nil, nil // of the runtimes st had before, if any
 	for i := range st.plan.Modules { // sorted by tier: the order the runners visit them
@@ -613,46 +629,70 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 // them, a tier's breakers (like its runtimes, workers and slots) lie mostly in the order of
 // its modules in memory, which the CPU can prefetch when a large tick does not fit in its
 // cache.
-func (e *Engine) prepareBreakers(st, base *state, want map[string]breaker.Settings, order []string) {
-	st.brs = make(map[string]*breaker.Breaker, len(want))
+func (e *Engine) prepareBreakers(st, base *state, want map[string]breaker.Settings, order []string) map[string]*breaker.Breaker {
+	brs, had := make(map[string]*breaker.Breaker, len(want)), base.breakers()
 	for _, name := range order {
 		s, ok := want[name]
-		if !ok || st.brs[name] != nil {
+		if !ok || brs[name] != nil {
 			continue
 		}
 		b, fresh := e.breakers.Prepare(s)
-		st.brs[name] = b
+		brs[name] = b
+		if _, named := st.cfg.Breakers[name]; named {
+			if st.named == nil {
+				st.named = make(map[string]*breaker.Breaker, len(st.cfg.Breakers))
+			}
+			st.named[name] = b
+		}
 		if fresh {
 			st.carry.breakers = append(st.carry.breakers, b)
-			if old := base.brs[name]; old != nil { // the operator changed its settings
+			if old := had[name]; old != nil { // the operator changed its settings
 				st.carry.replaced = append(st.carry.replaced, BreakerConfigEvent{Name: name, Replaced: true,
 					Diff: breaker.Diff(old.Settings(), s.WithDefaults()), Version: st.version})
 			}
 		}
 	}
-	for name := range base.brs {
+	for name := range had {
 		if _, ok := want[name]; !ok {
 			st.carry.dropBreakers = append(st.carry.dropBreakers, name)
 		}
 	}
+	return brs
+}
+
+// breakers returns the breakers the registry holds while st is in force, by name: its
+// modules' and its named ones. Asked when preparing the state that follows st, it is not
+// kept: a map of every module's breaker would be memory per module held all along.
+func (st *state) breakers() map[string]*breaker.Breaker {
+	m := make(map[string]*breaker.Breaker, len(st.lines)+len(st.named))
+	for _, rt := range st.lines {
+		m[rt.breakerName()] = rt.br
+	}
+	maps.Copy(m, st.named)
+	return m
 }
 
 // placeRuntimes numbers st's runtimes in summary order and attaches each to its breaker,
 // last-known-good and blackboard slots and worker (a new one if it kept none). A key whose
 // TTL differs from base's is left for installing st to set.
-func (e *Engine) placeRuntimes(st, base *state) {
+func (e *Engine) placeRuntimes(st, base *state, brs map[string]*breaker.Breaker) {
 	ttls := make(map[string]lastgood.TTL, len(base.lines))
 	for _, rt := range base.lines {
 		ttls[rt.key] = rt.spec.TTL
 	}
 	c, n := st.carry, 0
+	total := 0
+	for _, ms := range st.tierMods {
+		total += len(ms)
+	}
+	st.lines = make([]*modRT, 0, total)
 	for _, ms := range st.tierMods {
 		for pos, rt := range ms {
 			rt.tierPos = int32(pos)
 			rt.idx = int32(n)
 			n++
 			st.lines = append(st.lines, rt)
-			rt.br = st.brs[rt.breakerName()]
+			rt.br = brs[rt.breakerName()]
 			if t, ok := ttls[rt.key]; !ok || t != rt.spec.TTL {
 				c.ttls = append(c.ttls, rt)
 			}

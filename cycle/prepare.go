@@ -35,8 +35,7 @@ func (e *Engine) prepare(st, base *state) {
 	}
 	want, order := st.newRuntimes(old)
 	st.carry = &carry{base: base}
-	e.prepareBreakers(st, base, want, order)
-	e.placeRuntimes(st, base)
+	e.placeRuntimes(st, base, e.prepareBreakers(st, base, want, order))
 	e.prepareResilience(st, base)
 	keys := make(map[string]bool, len(st.lines))
 	for _, rt := range st.lines {
@@ -114,7 +113,7 @@ func (e *Engine) publish(st *state) {
 // unprepared returns a copy of st without what prepare derives from it.
 func (st *state) unprepared() *state {
 	cp := *st
-	cp.tierMods, cp.lines, cp.brs, cp.carry, cp.degraded, cp.async, cp.resil = nil, nil, nil, nil, nil, nil, nil
+	cp.tierMods, cp.lines, cp.named, cp.carry, cp.degraded, cp.async, cp.resil = nil, nil, nil, nil, nil, nil, nil
 	cp.kept, cp.keptTiers = nil, nil
 	return &cp
 }

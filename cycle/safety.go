@@ -45,7 +45,7 @@ func AllowSafetyRemoval(removed *[]string) ChangeOption {
 func (st *state) safetyModules() []string {
 	var out []string
 	for _, name := range st.order {
-		if ref, ok := st.regs[name]; ok && ref.plan < len(st.plan.Modules) && st.plan.Modules[ref.plan].TierIndex == 0 {
+		if ref, ok := st.regs[name]; ok && int(ref.plan) < len(st.plan.Modules) && st.plan.Modules[ref.plan].TierIndex == 0 {
 			out = append(out, name)
 		}
 	}

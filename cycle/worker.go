@@ -130,10 +130,10 @@ type tierRun struct {
 
 	// The counters live on their own cache lines: runners on different cores hit them,
 	// and a write to one must not evict the fields above, which every run reads.
-	_    [64]byte
-	exc  atomic.Pointer[excList] // the modules left as exceptions; made at the first
-	excN atomic.Int32
-	_    [52]byte
+	_        [64]byte
+	exc      atomic.Pointer[excList] // the modules left as exceptions; made at the first
+	excN     atomic.Int32
+	_        [52]byte
 	next     atomic.Int64 // index of the next module to claim
 	chunk    atomic.Int64 // modules a claim takes after the first (0: claimChunk); see scale
 	_        [48]byte

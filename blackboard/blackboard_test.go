@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/cycled/cycled/lastgood"
 )
@@ -470,5 +471,13 @@ func TestSetLiveEqualsSet(t *testing.T) {
 	from.PutValue(9, "m", 5, t0.Add(2*time.Second)) // a late write through the detached slot
 	if got, ok := viaLive.Get("k"); ok && got.Source == Live {
 		t.Errorf("after Delete and a later write, reads %+v live", got)
+	}
+}
+
+// A slot fits the 144-byte size class (a slot per key, a key per module: the next class
+// is 160): the entry's flags lie together.
+func TestSlotSize(t *testing.T) {
+	if n := unsafe.Sizeof(Slot{}); n > 144 {
+		t.Fatalf("a slot is %d bytes; keep it within 144", n)
 	}
 }

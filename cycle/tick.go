@@ -267,8 +267,8 @@ func (tr *tierRun) settle(late []int32, timedOut bool) (tierOutcome, time.Time) 
 	tr.ctx.stop()
 	tEnd := tr.e.clock.Now()
 	exc := tr.exceptions(late)
-	sortExceptions(exc)
 	if !tr.settleKeptTier(&out, exc) {
+		sortExceptions(exc)
 		for _, j := range exc {
 			tr.settleModule(&out, j, tEnd)
 		}

@@ -1,7 +1,6 @@
 package cycle
 
 import (
-	"slices"
 	"time"
 
 	"github.com/cycled/cycled/blackboard"
@@ -243,41 +242,67 @@ func (tr *tierRun) listKept(out *tierOutcome, k *keptLine, j int) {
 // settleKeptTier): the next run of the tier with the same exceptions, nothing kept having
 // changed meanwhile, adds the same verdicts and lists the same degraded keys.
 type keptTier struct {
-	exc []int32 // the exceptions, sorted
-	ver uint64  // state.keptVer when they were listed
+	set []uint64 // the exceptions, one bit per module of the tier (nil: none found yet)
+	n   int      // how many
+	ver uint64   // state.keptVer when they were listed
 	res decide.TierResult
 	deg []string // the degraded keys they listed, in order
 }
 
-// settleKeptTier settles exc, tr's exceptions, sorted, if every one of them is a kept
-// module's (keptExc), and reports whether it did: as the tier's run before did, when its
-// exceptions were the same and nothing kept changed since, without reading a module's
-// data; else one by one, remembering what they added for the next run.
-func (tr *tierRun) settleKeptTier(out *tierOutcome, exc []int32) bool {
-	if len(exc) == 0 {
+// same reports whether exc, unsorted, are the exceptions kt holds, all marked keptExc.
+func (kt *keptTier) same(exc []int32) bool {
+	if kt.set == nil || len(exc) != kt.n {
 		return false
 	}
 	for _, j := range exc {
 		if j&keptExc == 0 {
 			return false
 		}
+		if j &^= keptExc; kt.set[j/64]&(1<<(j%64)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// settleKeptTier settles exc, tr's exceptions as the runners left them, if every one of
+// them is a kept module's (keptExc), and reports whether it did: as the tier's run before
+// did, when its exceptions were the same and nothing kept changed since, without sorting
+// them or reading a module's data; else in order, one by one, remembering what they added
+// for the next run.
+func (tr *tierRun) settleKeptTier(out *tierOutcome, exc []int32) bool {
+	if len(exc) == 0 {
+		return false
 	}
 	st, s := tr.seg.st, tr.seg.s
 	if st.keptTiers == nil {
 		st.keptTiers = make([]keptTier, len(st.cfg.Tiers))
 	}
 	kt, ver := &st.keptTiers[tr.tier], st.keptVer
-	if kt.ver == ver && kt.exc != nil && slices.Equal(kt.exc, exc) {
+	if kt.ver == ver && kt.same(exc) {
 		out.TierResult = kt.res
 		s.DegradedKeys = append(s.DegradedKeys, kt.deg...)
 		tr.seg.tl.keptN += len(exc)
 		return true
 	}
+	for _, j := range exc {
+		if j&keptExc == 0 {
+			return false
+		}
+	}
+	sortExceptions(exc)
 	d := len(s.DegradedKeys)
+	if words := (len(tr.mods) + 63) / 64; len(kt.set) != words {
+		kt.set = make([]uint64, words)
+	} else {
+		clear(kt.set)
+	}
 	for _, j := range exc {
 		tr.settleModule(out, j, time.Time{})
+		j &^= keptExc
+		kt.set[j/64] |= 1 << (j % 64)
 	}
-	kt.exc, kt.ver, kt.res = append(kt.exc[:0], exc...), ver, out.TierResult
+	kt.n, kt.ver, kt.res = len(exc), ver, out.TierResult
 	kt.deg = append(kt.deg[:0], s.DegradedKeys[d:]...)
 	return true
 }

@@ -322,7 +322,7 @@ type Engine struct {
 	circ circuitBook // the breakers not closed, for the summaries
 
 	// What the last tick needed, to size the next one's lists at once; guarded by tickMu.
-	lastExtras, lastDegraded int
+	lastExtras, lastServed, lastDegraded int
 	// The lists a steady state of failures or refusals repeats tick after tick, guarded by
 	// tickMu (see repeated).
 	extras repeated[lineEx]

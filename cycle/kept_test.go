@@ -3,6 +3,7 @@ package cycle
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -191,5 +192,44 @@ func TestKeptLinesReadBackFromHistory(t *testing.T) {
 	}
 	if got, _ := e.History().Get(published[0].TickID); !got.Compacted {
 		t.Fatal("the oldest tick was not compacted: the test compares nothing it means to")
+	}
+}
+
+// A tick of emergency mode serves the last values of every module of the tiers it skips,
+// as the tick before did: their served entries take one allocation, not a slice grown
+// entry by entry (about twice their size, all of it scanned by the collector), so that
+// the tick allocates at most 200 bytes more per skipped module than a tick that runs them.
+func TestSkippedTiersAllocateTheirFallbacksOnce(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	const n = 400
+	var fail atomic.Bool
+	regs := []Registration{reg("guard", "safety", switchable(&fail, errors.New("down"), 0))}
+	for i := range n {
+		regs = append(regs, reg(fmt.Sprintf("m%03d", i), []string{"knowledge", "planning"}[i%2], ok(i)))
+	}
+	e := newEngine(t, Config{Tiers: oneAttemptTiers(), History: 16}, regs)
+	bytesPerTick := func() float64 {
+		for range 20 {
+			tick(t, e)
+		}
+		var a, b runtime.MemStats
+		runtime.ReadMemStats(&a)
+		const ticks = 50
+		for range ticks {
+			tick(t, e)
+		}
+		runtime.ReadMemStats(&b)
+		return float64(b.TotalAlloc-a.TotalAlloc) / ticks
+	}
+	clean := bytesPerTick()
+	fail.Store(true)
+	emergency := bytesPerTick()
+	if !e.Emergency().Active {
+		t.Fatal("the safety tier failing did not put the cycle in emergency mode")
+	}
+	if extra := (emergency - clean) / n; extra > 200 {
+		t.Fatalf("emergency mode allocates %.0f B a tick against %.0f running: %.0f B more per skipped module", emergency, clean, extra)
 	}
 }

@@ -51,7 +51,7 @@ func segmentEngine(t *testing.T, emergency bool) (*Engine, *segment) {
 func newSegment(st *state, id uint64, emergency bool) *segment {
 	s := &faultsummary.Summary{Tiers: make([]faultsummary.Tier, len(st.cfg.Tiers))}
 	start := time.Now()
-	tl := newTickLines(st, id, start, newLineBuf(len(st.lines)), 0)
+	tl := newTickLines(st, id, start, newLineBuf(len(st.lines)), 0, 0)
 	s.SetLines(tl)
 	return &segment{st: st, ctx: context.Background(), s: s, tl: tl, tick: id, tickStart: start,
 		emergency: emergency, done: make(chan struct{})}
@@ -319,7 +319,7 @@ func TestPhaseBusyBit(t *testing.T) {
 				if s.do == "run" || s.do == "start" || s.do == "missed" {
 					tick++
 					seg.tick = tick
-					seg.tl = newTickLines(seg.st, tick, time.Now(), newLineBuf(len(seg.st.lines)), 0)
+					seg.tl = newTickLines(seg.st, tick, time.Now(), newLineBuf(len(seg.st.lines)), 0, 0)
 				}
 				tr := e.newTierRun(seg, 0, time.Now())
 				switch s.do {
@@ -366,7 +366,7 @@ func TestPhaseBusyBitRace(t *testing.T) {
 		first := e.newTierRun(seg, 0, time.Now())
 		w.phase.Store(phase(tick, phAbandoned) | busyBit) // abandoned at tick's deadline, still running
 		seg.tick = tick + 1
-		seg.tl = newTickLines(seg.st, tick+1, time.Now(), newLineBuf(len(seg.st.lines)), 0)
+		seg.tl = newTickLines(seg.st, tick+1, time.Now(), newLineBuf(len(seg.st.lines)), 0, 0)
 		next := e.newTierRun(seg, 0, time.Now())
 		var wg sync.WaitGroup
 		var did int
@@ -438,7 +438,7 @@ func TestEmptyFirstTierChains(t *testing.T) {
 				st := e.activeView.Load()
 				s := &faultsummary.Summary{Tiers: make([]faultsummary.Tier, len(st.cfg.Tiers))}
 				start := time.Now()
-				tl := newTickLines(st, 1, start, newLineBuf(len(st.lines)), 0)
+				tl := newTickLines(st, 1, start, newLineBuf(len(st.lines)), 0, 0)
 				s.SetLines(tl)
 				_, last := e.runTier(context.Background(), st, 0, 1, start, s, tl)
 				wantLast, wantTook := 2, time.Duration(0) // chained through to the last tier

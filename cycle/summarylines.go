@@ -31,6 +31,7 @@ type tickLines struct {
 	fb   []faultsummary.Served // the served entries other than nothing, by lineEx.served-1
 
 	exHint int // the extras the last tick had: ex is made with that capacity
+	fbHint int // the served entries the last tick had: fb is made with that capacity
 
 	// keptN counts the lines settled as kept (lineNothing); kver is state.keptVer at the
 	// tick's end, and steady reports that no breaker moved during the tick (the lines'
@@ -126,14 +127,20 @@ func (l *tickLines) serveEntry(i int, s faultsummary.Served) {
 		x.served = 0
 		return
 	}
+	if l.fb == nil && l.fbHint > 0 {
+		// A steady state of fallbacks (a tier skipped in emergency mode, breakers open on
+		// modules that had values) serves as many as the tick before: one allocation
+		// instead of a growing slice of entries the collector scans.
+		l.fb = make([]faultsummary.Served, 0, l.fbHint)
+	}
 	l.fb = append(l.fb, s)
 	x.served = int32(len(l.fb))
 }
 
-// newTickLines returns the lines of tick id under st, on the buffers b; exHint is how many
-// lines had extras in the last tick.
-func newTickLines(st *state, id uint64, start time.Time, b lineBuf, exHint int) *tickLines {
-	return &tickLines{st: st, tick: id, loc: start.Location(), recs: b.recs, vals: b.vals, exHint: exHint}
+// newTickLines returns the lines of tick id under st, on the buffers b; exHint and fbHint
+// are how many lines had extras and served entries in the last tick.
+func newTickLines(st *state, id uint64, start time.Time, b lineBuf, exHint, fbHint int) *tickLines {
+	return &tickLines{st: st, tick: id, loc: start.Location(), recs: b.recs, vals: b.vals, exHint: exHint, fbHint: fbHint}
 }
 
 // init starts the line of rt (called once per module per tick, on a zeroed record).

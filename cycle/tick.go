@@ -105,7 +105,7 @@ func (e *Engine) tickLocked(ctx context.Context, scheduled time.Time) *faultsumm
 	if r := st.resil; r != nil {
 		s.RetryBudgetExhausted = r.exhausted()
 	}
-	e.lastExtras, e.lastDegraded = len(tl.ex), len(s.DegradedKeys)
+	e.lastExtras, e.lastServed, e.lastDegraded = len(tl.ex), len(tl.fb), len(s.DegradedKeys)
 	tl.ex, s.DegradedKeys = e.extras.settle(tl.ex), e.keys.settle(s.DegradedKeys)
 	s.Normalize()
 	s.OverallSeverity = s.ComputeSeverity()
@@ -128,7 +128,7 @@ func (e *Engine) newSummary(st *state, id uint64, scheduled, start time.Time) (*
 		Finish:            faultsummary.Completed,
 		Tiers:             make([]faultsummary.Tier, len(st.cfg.Tiers)),
 	}
-	tl := newTickLines(st, id, start, e.lines.take(len(st.lines)), e.lastExtras)
+	tl := newTickLines(st, id, start, e.lines.take(len(st.lines)), e.lastExtras, e.lastServed)
 	tl.ex = e.extras.start()
 	if s.DegradedKeys = e.keys.start(); s.DegradedKeys == nil && e.lastDegraded > 0 {
 		// Failing modules tend to fail again: one allocation instead of a growing list.

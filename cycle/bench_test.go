@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,5 +202,47 @@ func BenchmarkBaselineGoroutinePerModule(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/module")
 			})
 		}
+	}
+}
+
+// BenchmarkTickEmergency is BenchmarkTick in emergency mode: a module of the safety tier,
+// which ran before, fails on every tick, and the other four tiers, skipped, serve their
+// modules' last values: a steady state that lasts as long as emergency mode does.
+func BenchmarkTickEmergency(b *testing.B) {
+	for _, n := range []int{500, 5000} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			var fail atomic.Bool
+			regs := benchModules(n, false)
+			regs[0].Module = tiers.ModuleFunc(func(context.Context, *tiers.Input) (any, error) {
+				if fail.Load() {
+					return nil, errBench
+				}
+				return 1, nil
+			})
+			e, err := New(Config{Tiers: benchTiers(), History: 16}, regs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			ctx := context.Background()
+			for i := range 20 {
+				fail.Store(i >= 10)
+				if _, err := e.Tick(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if !e.Emergency().Active {
+				b.Fatal("not in emergency mode")
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for range b.N {
+				if _, err := e.Tick(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu0, n)
+		})
 	}
 }

@@ -144,7 +144,8 @@ func waitFor(t testing.TB, ctx context.Context, timeout time.Duration, what, js 
 func pageState(ctx context.Context) string {
 	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({conn: document.getElementById('conn').textContent,
 		columns: document.getElementById('heatmap').dataset.columns, last: document.getElementById('heatmap').dataset.lastTick,
-		emergency: !document.getElementById('emergency').hidden, message: document.getElementById('message-text').textContent})`))
+		emergency: !document.getElementById('emergency').hidden, message: document.getElementById('message-text').textContent,
+		tooltip: document.getElementById('tooltip').hidden ? '(hidden)' : document.getElementById('tooltip').textContent})`))
 	return s
 }
 

@@ -78,8 +78,8 @@ func (e *Engine) serve(s *faultsummary.Summary, tl *tickLines, rt *modRT, ti int
 // it (see keptInline): only what the tier lists in order is left.
 func (tr *tierRun) settleModule(out *tierOutcome, j int32, tEnd time.Time) {
 	if j&keptExc != 0 {
-		rt := tr.mods[j&^keptExc]
-		tr.listKept(out, tr.seg.st.kept[rt.idx], int(j&^keptExc))
+		j &^= keptExc
+		tr.listKept(out, tr.seg.st.kept[tr.mods[j].idx], int(j))
 		return
 	}
 	rt := tr.mods[j]

@@ -775,20 +775,26 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 		}
 		return t, dispatched
 	}
+	tr.refused(j, rt, ln, busy)
+	return t, finished
+}
+
+// refused leaves module j, rt, refused at admission with line ln, to the tier's settling
+// (settled at once if it repeats the tick before, see keptInline) and marks it done. busy
+// is the busy bit of a run still outstanding from an earlier tick.
+func (tr *tierRun) refused(j int, rt *modRT, ln *lineRec, busy uint64) {
 	// Recorded before Done: the engine taking the tier at its deadline waits for modules
 	// being admitted, then reads the exceptions, and must find this one among them.
 	if tr.keptInline(rt, ln) {
-		tr.exception(j | keptExc)
-	} else {
-		tr.exception(j)
+		j |= keptExc
 	}
+	tr.exception(j)
 	if busy != 0 {
 		// Busy: the late run may clear its bit meanwhile.
-		w.swapPhase(func(old uint64) uint64 { return phase(tr.tick, phDone) | phaseBusy(old) })
+		rt.w.swapPhase(func(old uint64) uint64 { return phase(tr.tick, phDone) | phaseBusy(old) })
 	} else {
-		w.phase.Store(phase(tr.tick, phDone)) // also clears the bit of a run that was not dispatched
+		rt.w.phase.Store(phase(tr.tick, phDone)) // also clears the bit of a run that was not dispatched
 	}
-	return t, finished
 }
 
 // execute runs the module once under the tier's retry budget. If the run is still owned

@@ -9,7 +9,7 @@ import (
 func (r *Recorder) retainNow(t *testing.T) {
 	t.Helper()
 	id := r.lastID.Load()
-	waitFor(t, func() bool { b, _ := r.Tick(context.Background(), id); return b != nil })
+	waitPass(t, r, func() bool { b, _ := r.Tick(context.Background(), id); return b != nil })
 	r.retainMu.Lock()
 	defer r.retainMu.Unlock()
 	r.retain(context.Background())

@@ -141,7 +141,7 @@ func TestLeaseCoversUnwrittenTicks(t *testing.T) {
 	g := newRig(t, Options{Dir: dir, Flush: time.Millisecond})
 	g.tick(3)
 	rd := reader(t, dir)
-	waitFor(t, func() bool { b, _ := rd.Tick(context.Background(), 3); return b != nil })
+	waitPass(t, g.rec, func() bool { b, _ := rd.Tick(context.Background(), 3); return b != nil })
 	rp, err := rd.Check(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -167,14 +167,22 @@ func equal(a, b []uint64) bool {
 	return true
 }
 
-func waitFor(t *testing.T, cond func() bool) {
+// waitPass waits until cond holds, asking it again after each pass of rec's writer, which
+// is what changes the database. The pass is taken before cond is asked: a pass that cond
+// itself starts (a tick it records) then wakes the wait.
+func waitPass(t *testing.T, rec *Recorder, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
+	timeout := time.After(30 * time.Second)
+	for {
+		pass := rec.Committed()
+		if cond() {
+			return
+		}
+		select {
+		case <-pass:
+		case <-timeout:
 			t.Fatal("condition not met within 30s")
 		}
-		time.Sleep(time.Millisecond) //nolint:forbidigo // polling a real database with a deadline
 	}
 }
 
@@ -323,17 +331,22 @@ func TestRetentionBySize(t *testing.T) {
 // and the summaries report the drops.
 func TestSlowWriterDropsOldest(t *testing.T) {
 	release := make(chan struct{})
+	began := make(chan struct{}, 2) // a commit began: the first two are waited for
 	var commits atomic.Int64
 	dir := t.TempDir()
 	g := newRig(t, Options{Dir: dir, Queue: 8, beforeCommit: func() error {
-		if commits.Add(1) > 1 { // the first commit (the start event) passes
+		n := commits.Add(1)
+		if n <= 2 {
+			began <- struct{}{}
+		}
+		if n > 1 { // the first commit (the start event) passes
 			<-release
 		}
 		return nil
 	}})
-	waitFor(t, func() bool { return commits.Load() >= 1 })
+	<-began
 	g.tick(1)
-	waitFor(t, func() bool { return commits.Load() >= 2 }) // the writer is now stuck
+	<-began // the writer is now stuck
 	start := time.Now()
 	g.tick(100)
 	if d := time.Since(start); d > 5*time.Second {
@@ -378,7 +391,7 @@ func TestFailingWriterKeepsTicking(t *testing.T) {
 			t.Fatal("the writer made no pass within 30s")
 		}
 	}
-	waitFor(t, func() bool { return g.rec.WriteErrors() >= 2 })
+	waitPass(t, g.rec, func() bool { return g.rec.WriteErrors() >= 2 })
 	if n := logs.FilterMessageSnippet("cannot write").Len(); n != 1 {
 		t.Fatalf("failure logged %d times; want once", n)
 	}
@@ -449,7 +462,7 @@ func TestNoIDPastTheReservation(t *testing.T) {
 		t.Errorf("exhaustion logged %d times; want once", n)
 	}
 	broken.Store(false)
-	waitFor(t, func() bool { _, err := g.eng.Tick(context.Background()); return err == nil })
+	waitPass(t, g.rec, func() bool { _, err := g.eng.Tick(context.Background()); return err == nil })
 	if g.rec.IDsExhausted() != nil || logs.FilterMessageSnippet("reserved again").Len() != 1 {
 		t.Errorf("recovery: exhausted %v, logged %d", g.rec.IDsExhausted(), logs.FilterMessageSnippet("reserved again").Len())
 	}

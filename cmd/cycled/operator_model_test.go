@@ -281,11 +281,20 @@ func (o *operator) call(method, path, body string, want ...int) (answer, bool) {
 }
 
 // latest returns the newest tick id of the running daemon (0: none yet).
-func (o *operator) latest() uint64 {
+func (o *operator) latest() uint64 { return o.nextTick(0, 0) }
+
+// nextTick long-polls for a tick after the one given for at most wait (0: answers at once)
+// and returns the latest tick id then (0: none yet). The model waits on it rather than on
+// a timer: configurations come into force, and ids run out, at tick boundaries.
+func (o *operator) nextTick(after uint64, wait time.Duration) uint64 {
 	var s struct {
 		TickID uint64 `json:"tick_id"`
 	}
-	a, ok := o.call("GET", "/ticks/latest", "", http.StatusOK, http.StatusNotFound, http.StatusServiceUnavailable)
+	path := "/ticks/latest"
+	if wait > 0 {
+		path = fmt.Sprintf("/ticks/latest?wait=%s&after=%d", wait, after)
+	}
+	a, ok := o.call("GET", path, "", http.StatusOK, http.StatusNotFound, http.StatusServiceUnavailable)
 	if ok && a.status == http.StatusOK {
 		_ = json.Unmarshal(a.body, &s)
 	}
@@ -323,7 +332,7 @@ func (o *operator) setLong(long bool) {
 func (o *operator) waitInForce(v opVariant) {
 	deadline := time.Now().Add(3 * time.Second)
 	var last []string
-	for time.Now().Before(deadline) {
+	for seen := uint64(0); time.Now().Before(deadline); seen = o.nextTick(seen, 50*time.Millisecond) {
 		var ms struct {
 			Modules []struct {
 				Name    string `json:"name"`
@@ -352,7 +361,6 @@ func (o *operator) waitInForce(v opVariant) {
 		if marker && !other && guard2 == v.guard2 {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	var cfg struct {
 		LastReload any `json:"last_reload"`
@@ -538,7 +546,8 @@ func (o *operator) fill() {
 		}
 	}
 	deadline := time.Now().Add(hold)
-	for time.Now().Before(deadline) {
+	// Looked at every 50 ticks, or every 100 ms once ticks stop (the ids ran out).
+	for seen := uint64(0); time.Now().Before(deadline); seen = o.nextTick(seen+49, 100*time.Millisecond) {
 		o.fetch()
 		if a, _ := o.call("GET", "/healthz", "", http.StatusOK, http.StatusServiceUnavailable); bytes.Contains(a.body, []byte("ids_exhausted")) {
 			o.counts["disk.ids_exhausted"]++
@@ -546,7 +555,6 @@ func (o *operator) fill() {
 				first, deadline = false, time.Now().Add(time.Second)
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	if strings.Contains(o.run.d.stderr(), "no tick id is reserved") {
 		o.counts["disk.ids_exhausted.logged"]++

@@ -88,7 +88,7 @@ func TestOperatorLongPeriodReload(t *testing.T) {
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	var h healthState
-	for {
+	for seen := last; ; {
 		h = healthState{}
 		st := d.do("GET", "/healthz", "", &h)
 		if st == http.StatusOK && h.LastTickID > last+20 && h.WatchdogMs <= 1000 {
@@ -97,7 +97,7 @@ func TestOperatorLongPeriodReload(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("2 s after a reload from 1h back to 10ms: /healthz %d %+v (tick %d before)", st, h, last)
 		}
-		time.Sleep(20 * time.Millisecond)
+		seen = nextTick(d, max(seen, h.LastTickID), 100*time.Millisecond) // the daemon says when to look again
 	}
 	var e apiErr
 	if st := func() int {
@@ -120,11 +120,16 @@ func TestOperatorLongPeriodReload(t *testing.T) {
 }
 
 // waitTickOrNone returns the latest tick id within a second of now, 0 if none.
-func waitTickOrNone(d *daemon, after uint64) uint64 {
+func waitTickOrNone(d *daemon, after uint64) uint64 { return nextTick(d, after, time.Second) }
+
+// nextTick long-polls for a tick after the one given, for at most wait, and returns the
+// latest tick id then (0: none). Tests of the daemon wait on it rather than on a timer:
+// the daemon answers as soon as something happened.
+func nextTick(d *daemon, after uint64, wait time.Duration) uint64 {
 	var s struct {
 		TickID uint64 `json:"tick_id"`
 	}
-	d.do("GET", fmt.Sprintf("/ticks/latest?wait=1s&after=%d", after), "", &s)
+	d.do("GET", fmt.Sprintf("/ticks/latest?wait=%s&after=%d", wait, after), "", &s)
 	return s.TickID
 }
 
@@ -363,7 +368,7 @@ func TestOperatorFullDiskTickIDs(t *testing.T) {
 	filler := fillDisk(t, state)
 	deadline := time.Now().Add(30 * time.Second)
 	var h healthState
-	for {
+	for seen := uint64(0); ; {
 		h = healthState{}
 		if st := d.do("GET", "/healthz", "", &h); st == http.StatusServiceUnavailable && h.Error != nil && h.Error.Code == "ids_exhausted" {
 			break
@@ -371,7 +376,7 @@ func TestOperatorFullDiskTickIDs(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no ids_exhausted within 30 s on a full state_dir: %+v\n%s", h, d.stderr())
 		}
-		time.Sleep(50 * time.Millisecond)
+		seen = nextTick(d, max(seen, h.LastTickID), 100*time.Millisecond) // ticks go on until the ids run out
 	}
 	if m := d.metrics(); !strings.Contains(m, "cycled_tick_ids_exhausted 1") {
 		t.Error("cycled_tick_ids_exhausted is not 1")
@@ -380,9 +385,8 @@ func TestOperatorFullDiskTickIDs(t *testing.T) {
 	var s summary
 	d.do("GET", "/ticks/latest", "", &s)
 	published := s.TickID
-	time.Sleep(100 * time.Millisecond)
-	if d.do("GET", "/ticks/latest", "", &s); s.TickID != published {
-		t.Fatalf("ticks went on past the reservation: %d after %d", s.TickID, published)
+	if next := nextTick(d, published, 100*time.Millisecond); next != published {
+		t.Fatalf("ticks went on past the reservation: %d after %d", next, published)
 	}
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

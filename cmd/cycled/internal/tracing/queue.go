@@ -110,23 +110,22 @@ func (q *queue) run() {
 		clear(buf)
 		buf = buf[:0]
 	}
+	add := func(s sdktrace.ReadOnlySpan) {
+		if buf = append(buf, s); len(buf) == q.batch {
+			send()
+		}
+	}
 	for {
 		select {
 		case s := <-q.ch:
-			buf = append(buf, s)
-			if len(buf) == q.batch {
-				send()
-			}
+			add(s)
 		case <-t.C:
 			send()
 		case <-q.stop:
 			for {
 				select {
 				case s := <-q.ch:
-					buf = append(buf, s)
-					if len(buf) == q.batch {
-						send()
-					}
+					add(s)
 				default:
 					send()
 					return

@@ -252,7 +252,7 @@ func (s *server) adminAction(r *http.Request, status int, who tokenEntry) AdminA
 
 // TokenFingerprint identifies a token without revealing it: "sha256:" and the first 8
 // bytes of its SHA-256, in hex.
-func TokenFingerprint(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return "sha256:" + hex.EncodeToString(sum[:8])
-}
+func TokenFingerprint(token string) string { return fingerprint(sha256.Sum256([]byte(token))) }
+
+// fingerprint is TokenFingerprint of the token whose SHA-256 is sum.
+func fingerprint(sum [sha256.Size]byte) string { return "sha256:" + hex.EncodeToString(sum[:8]) }

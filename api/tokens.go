@@ -44,7 +44,8 @@ func (t *Tokens) Set(ts []AdminToken) {
 		if a.Token == "" {
 			continue
 		}
-		es = append(es, tokenEntry{name: a.Name, sum: sha256.Sum256([]byte(a.Token)), fp: TokenFingerprint(a.Token)})
+		sum := sha256.Sum256([]byte(a.Token))
+		es = append(es, tokenEntry{name: a.Name, sum: sum, fp: fingerprint(sum)})
 	}
 	t.set.Store(&es)
 }

@@ -320,11 +320,10 @@ type Breaker struct {
 	open      atomic.Uint64
 	openUntil atomic.Int64
 
-	// Small locked fields fill the padding after peek (a breaker per module: at 100 000
+	// Two small locked fields fill the padding after peek (a breaker per module: at 100 000
 	// modules, 16 bytes less per breaker moves it into a smaller size class).
 	state      State // guarded by mu
 	delivering bool  // guarded by mu; a goroutine is delivering pending transitions
-	opened     bool  // guarded by mu; openedAt is set (the breaker opened since it last closed)
 
 	settings  Settings    // immutable after New; defaults applied
 	clock     clock.Clock // immutable after New
@@ -340,7 +339,7 @@ type Breaker struct {
 	totalFailures  uint64        // guarded by mu
 	totalSuccesses uint64        // guarded by mu
 	transitions    uint64        // guarded by mu
-	openedAt       int64         // guarded by mu; when it last opened, as a duration since epoch (see opened)
+	openedAt       int64         // guarded by mu; when it last opened, as a duration since epoch; set while not closed
 	pending        *[]Transition // guarded by mu; transitions not yet delivered to listeners (nil: none)
 	win            *window       // guarded by mu; the rate kind's window, nil for Consecutive
 }
@@ -579,7 +578,7 @@ func (b *Breaker) Snapshot() Snapshot {
 		Transitions:         b.transitions,
 		Settings:            b.settings,
 	}
-	if b.opened {
+	if b.state != Closed { // half-open only after open
 		s.OpenedAt = b.epoch.Add(time.Duration(b.openedAt))
 	}
 	if b.win != nil {
@@ -677,11 +676,11 @@ func (b *Breaker) transitionLocked(to State, reason string, now time.Time) {
 	}
 	switch to {
 	case Open:
-		b.openedAt, b.opened = int64(now.Sub(b.epoch)), true
+		b.openedAt = int64(now.Sub(b.epoch))
 		b.openUntil.Store(b.openedAt + int64(b.settings.Cooldown))
 		b.open.Store(b.gen<<1 | 1)
 	case Closed:
-		b.openedAt, b.opened = 0, false
+		b.openedAt = 0
 		b.consecutive = 0
 	}
 	if len(b.listeners) > 0 {

@@ -592,7 +592,6 @@ func (st *state) newRuntimes(oldRT map[string]*modRT) (map[string]breaker.Settin
 		st.tierMods[ti] = make([]*modRT, 0, n)
 	}
 	st.exc = make([]atomic.Pointer[excList], len(st.cfg.Tiers))
-	st.kept, st.keptTiers = nil, nil // of the runtimes st had before, if any
 	for i := range st.plan.Modules { // sorted by tier: the order the runners visit them
 		pm := &st.plan.Modules[i]
 		if pm.Spec.Async {

@@ -242,9 +242,9 @@ func (l *tickLines) SameNotPlain(prev faultsummary.Lines, n int) bool {
 
 // sameFacts reports whether r and o are equal but for their extras' index.
 func (r *lineRec) sameFacts(o *lineRec) bool {
-	return r.latency == o.latency && r.seq == o.seq && r.written == o.written && r.attempts == o.attempts &&
-		r.status == o.status && r.kind == o.kind && r.circuit == o.circuit && r.flags == o.flags &&
-		r.refusal == o.refusal && r.late == o.late && r.cause == o.cause
+	a, b := *r, *o
+	a.ex, b.ex = 0, 0
+	return a == b
 }
 
 // Line sets *m to line i.

@@ -98,7 +98,7 @@ func (tr *tierRun) settleFull(out *tierOutcome, rt *modRT, ln *lineRec, j int, t
 	e, seg := tr.e, tr.seg
 	s, tl := seg.s, seg.tl
 	o := ln.outcome()
-	o.Starting = tr.tier == 0 && e.guard.startup.Starting // never kept: keep wants a bare refusal
+	o.Starting = tr.tier == 0 && seg.starting // never kept: keep wants a bare refusal
 	v := decide.Judge(o, rt.policy)
 	ln.kind, ln.cause = v.Kind, v.Cause
 	tl.judged(ln, v.Status)
@@ -276,6 +276,11 @@ func (tr *tierRun) settleKeptTier(out *tierOutcome, exc []int32) bool {
 	}
 	st, s := tr.seg.st, tr.seg.s
 	if st.keptTiers == nil {
+		for _, j := range exc {
+			if j&keptExc == 0 {
+				return false
+			}
+		}
 		st.keptTiers = make([]keptTier, len(st.cfg.Tiers))
 	}
 	kt, ver := &st.keptTiers[tr.tier], st.keptVer

@@ -742,7 +742,7 @@ func (tr *tierRun) process(j int, t clock.Stamp) (clock.Stamp, int) {
 	}
 	ln := tr.l.init(rt)
 	switch {
-	case tr.gated(rt, busy != 0) && tr.gate(rt, ln, busy != 0):
+	case tr.preAdmit(rt, ln, busy != 0):
 	default:
 		p, pass := rt.br.Passing()
 		if !pass {

@@ -284,11 +284,8 @@ func (d *Decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 // unknownKey is the message for key, which is none of names: the name it is probably a
 // typo of, or the names when there are few.
 func unknownKey(key string, names []string) string {
-	if s := didyoumean.Suggest(key, names); s != "" {
-		return fmt.Sprintf("unknown key (did you mean %q?)", s)
-	}
 	if len(names) <= maxListed {
-		return "unknown key (want one of " + strings.Join(names, ", ") + ")"
+		return "unknown key" + didyoumean.HintOr(key, names, "want one of "+strings.Join(names, ", "))
 	}
-	return "unknown key"
+	return "unknown key" + didyoumean.Hint(key, names)
 }

@@ -191,7 +191,7 @@ func (r *Recorder) write(batch []record, final bool) error {
 
 // extendLease writes the reservation alone, LeaseTicks past the newest tick queued.
 func (r *Recorder) extendLease() {
-	lease := max(r.lastID.Load(), r.first-1) + LeaseTicks
+	lease := r.newest() + LeaseTicks
 	if f := r.opts.beforeCommit; f != nil && f() != nil {
 		return
 	}
@@ -215,10 +215,13 @@ func (r *Recorder) setReserved(lease uint64, final bool) {
 	}
 }
 
+// newest is the newest tick id queued, or the one before the first while none is.
+func (r *Recorder) newest() uint64 { return max(r.lastID.Load(), r.first-1) }
+
 // lease reserves the ids a restart must not use: LeaseTicks past the newest tick queued,
 // or at a clean stop exactly the newest (every tick is then written).
 func (r *Recorder) lease(ctx context.Context, tx *sql.Tx, final bool) (uint64, error) {
-	newest := max(r.lastID.Load(), r.first-1)
+	newest := r.newest()
 	var err error
 	lease := newest + LeaseTicks
 	if final {
